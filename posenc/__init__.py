@@ -1,0 +1,28 @@
+"""posenc: positional encodings for transformers, as taught in the positional-encoding book.
+
+Every public name is documented in the book's API reference. Numpy functions compute in
+float64; torch modules take ``(batch, seq, dim)`` or ``(batch, heads, seq, head_dim)``.
+"""
+
+from .attention import SelfAttention, causal_mask
+from .learned import LearnedPositionalEmbedding
+from .sinusoidal import (
+    SinusoidalPositionalEncoding,
+    layout_permutation,
+    relative_rotation,
+    sinusoidal_encoding,
+    sinusoidal_frequencies,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LearnedPositionalEmbedding",
+    "SelfAttention",
+    "SinusoidalPositionalEncoding",
+    "causal_mask",
+    "layout_permutation",
+    "relative_rotation",
+    "sinusoidal_encoding",
+    "sinusoidal_frequencies",
+]
