@@ -6,6 +6,7 @@ float64; torch modules take ``(batch, seq, dim)`` or ``(batch, heads, seq, head_
 
 from .attention import SelfAttention, causal_mask
 from .learned import LearnedPositionalEmbedding
+from .plotting import book_style, use_book_style
 from .sinusoidal import (
     SinusoidalPositionalEncoding,
     layout_permutation,
@@ -20,9 +21,20 @@ __all__ = [
     "LearnedPositionalEmbedding",
     "SelfAttention",
     "SinusoidalPositionalEncoding",
+    "book_style",
     "causal_mask",
     "layout_permutation",
     "relative_rotation",
     "sinusoidal_encoding",
     "sinusoidal_frequencies",
+    "use_book_style",
 ]
+
+# Each chapter registers its public names in its own block below: an import and an
+# `__all__ +=` line, added with small targeted edits.
+
+# --- rotary (chapter 4) ---
+
+# --- tabular (chapter 5) ---
+
+# --- bias, models, tasks (chapter 6) ---
