@@ -42,8 +42,14 @@ def sinusoidal_frequencies(d_model: int, *, base: float = 10000.0) -> np.ndarray
     """
     d_model = check_int("d_model", d_model)
     base = check_positive_float("base", base)
-    i = np.arange((d_model + 1) // 2, dtype=np.float64)
-    return 1.0 / base ** (2.0 * i / d_model)
+    return 1.0 / _denominators(d_model, base)
+
+
+def _denominators(d_model: int, base: float) -> np.ndarray:
+    """``base**(2i/d_model)`` for ``i = 0..ceil(d/2)-1``, each computed by the C library's
+    ``pow`` (numpy's vectorised power can differ from it in the last bit, and the book
+    promises the paper's formula bit for bit)."""
+    return np.array([base ** (2 * i / d_model) for i in range((d_model + 1) // 2)], dtype=np.float64)
 
 
 def layout_permutation(d_model: int) -> np.ndarray:
@@ -97,8 +103,7 @@ def sinusoidal_encoding(
     d_model = check_int("d_model", d_model)
     base = check_positive_float("base", base)
     layout = check_choice("layout", layout, LAYOUTS)
-    i = np.arange((d_model + 1) // 2, dtype=np.float64)
-    angles = pos[:, None] / base ** (2.0 * i / d_model)
+    angles = pos[:, None] / _denominators(d_model, base)
     sin, cos = np.sin(angles), np.cos(angles[:, : d_model // 2])
     if layout == "concatenated":
         return np.concatenate([sin, cos], axis=1)

@@ -1,0 +1,74 @@
+"""Tests of posenc.learned and posenc.attention (chapter 1's attention layer)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posenc import LearnedPositionalEmbedding, SelfAttention, SinusoidalPositionalEncoding, causal_mask
+
+
+def test_learned_adds_its_rows():
+    torch.manual_seed(0)
+    emb = LearnedPositionalEmbedding(max_len=12, d_model=6)
+    x = torch.randn(2, 5, 6)
+    torch.testing.assert_close(emb(x), x + emb.weight[:5])
+    torch.testing.assert_close(emb(x, offset=7), x + emb.weight[7:12])
+    assert sum(p.numel() for p in emb.parameters()) == 12 * 6
+    assert 0.015 < emb.weight.std().item() < 0.025
+
+
+def test_learned_past_max_len_raises_clear_error():
+    emb = LearnedPositionalEmbedding(max_len=8, d_model=4)
+    with pytest.raises(ValueError, match=r"position 8 is at or beyond max_len=8"):
+        emb(torch.zeros(1, 9, 4))
+    with pytest.raises(ValueError, match=r"position 10 is at or beyond max_len=8"):
+        emb(torch.zeros(1, 3, 4), offset=8)
+    emb(torch.zeros(1, 8, 4))  # exactly max_len positions is fine
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda: LearnedPositionalEmbedding(0, 4), ValueError),
+        (lambda: LearnedPositionalEmbedding(8, 0), ValueError),
+        (lambda: LearnedPositionalEmbedding(8.0, 4), TypeError),
+        (lambda: LearnedPositionalEmbedding(8, 4)(torch.zeros(1, 2, 5)), ValueError),
+        (lambda: LearnedPositionalEmbedding(8, 4)(torch.zeros(1, 2, 4), offset=1.5), TypeError),
+        (lambda: SelfAttention(0), ValueError),
+        (lambda: SelfAttention(4)(torch.zeros(2, 4)), ValueError),
+        (lambda: causal_mask(0), ValueError),
+    ],
+)
+def test_bad_input(call, error):
+    with pytest.raises(error):
+        call()
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), seq=st.integers(2, 12))
+def test_attention_without_positions_is_permutation_equivariant(seed, seq):
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    attn = SelfAttention(8).double()
+    x = torch.randn(1, seq, 8, generator=gen, dtype=torch.float64)
+    perm = torch.randperm(seq, generator=gen)
+    torch.testing.assert_close(attn(x[:, perm]), attn(x)[:, perm])
+    # so a mean-pooled sentence vector is invariant
+    torch.testing.assert_close(attn(x[:, perm]).mean(1), attn(x).mean(1))
+
+
+def test_positions_or_causal_mask_break_the_symmetry():
+    torch.manual_seed(0)
+    attn = SelfAttention(8).double()
+    pe = SinusoidalPositionalEncoding(8, max_len=16).double()
+    x = torch.randn(1, 6, 8, dtype=torch.float64)
+    perm = torch.tensor([0, 4, 2, 3, 1, 5])  # swap two tokens, as cat <-> mouse
+    pooled = lambda y: attn(pe(y)).mean(1)
+    assert (pooled(x) - pooled(x[:, perm])).abs().max() > 1e-3
+    mask = causal_mask(6)
+    assert (attn(x[:, perm], mask=mask) - attn(x, mask=mask)[:, perm]).abs().max() > 1e-3
+    assert attn.last_weights.shape == (1, 6, 6)
+    assert torch.all(attn.last_weights.triu(1) == 0)

@@ -1,0 +1,191 @@
+"""Core tests of posenc.sinusoidal: the paper's formula, layouts, rotation, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import posenc
+from posenc import (
+    SinusoidalPositionalEncoding,
+    layout_permutation,
+    relative_rotation,
+    sinusoidal_encoding,
+)
+
+
+def paper_formula(positions, d_model, base=10000.0):
+    """Section 3.5 of Vaswani et al. (2017), written out cell by cell in plain Python."""
+    table = []
+    for pos in positions:
+        row = []
+        for col in range(d_model):
+            i = col // 2
+            angle = pos / base ** (2 * i / d_model)
+            row.append(math.sin(angle) if col % 2 == 0 else math.cos(angle))
+        table.append(row)
+    return np.array(table, dtype=np.float64)
+
+
+@pytest.mark.parametrize("d_model", [1, 2, 3, 4, 7, 16, 96, 512])
+def test_matches_paper_formula(d_model):
+    positions = [0, 1, 2, 3, 10, 63, 100, 1000, 12345, *range(0, 100_000, 997)]
+    got = sinusoidal_encoding(np.array(positions), d_model)
+    want = paper_formula(positions, d_model)
+    assert got.dtype == np.float64
+    assert got.shape == (len(positions), d_model)
+    np.testing.assert_array_equal(got, want)  # bit for bit
+
+
+def test_int_positions_mean_range():
+    np.testing.assert_array_equal(sinusoidal_encoding(5, 8), sinusoidal_encoding(np.arange(5), 8))
+    assert sinusoidal_encoding(0, 8).shape == (0, 8)
+
+
+def test_negative_and_fractional_positions():
+    pos = np.array([-3.0, -0.5, 0.25, 2.5])
+    np.testing.assert_allclose(sinusoidal_encoding(pos, 6), paper_formula(pos, 6), atol=1e-15)
+    # sin is odd and cos even: PE(-p) mirrors PE(p).
+    pe, pe_neg = sinusoidal_encoding(pos, 6), sinusoidal_encoding(-pos, 6)
+    np.testing.assert_allclose(pe[:, 0::2], -pe_neg[:, 0::2], atol=1e-15)
+    np.testing.assert_allclose(pe[:, 1::2], pe_neg[:, 1::2], atol=1e-15)
+
+
+def test_accepts_lists_and_tensors():
+    want = sinusoidal_encoding(np.array([0, 4, 9]), 10)
+    np.testing.assert_array_equal(sinusoidal_encoding([0, 4, 9], 10), want)
+    np.testing.assert_array_equal(sinusoidal_encoding(torch.tensor([0, 4, 9]), 10), want)
+
+
+def test_first_row_and_bounds():
+    pe = sinusoidal_encoding(200, 64)
+    np.testing.assert_array_equal(pe[0, 0::2], 0.0)
+    np.testing.assert_array_equal(pe[0, 1::2], 1.0)
+    assert np.all(np.abs(pe) <= 1.0)
+    np.testing.assert_allclose(np.linalg.norm(pe, axis=1), math.sqrt(32), rtol=1e-13)
+
+
+@pytest.mark.parametrize("d_model", [1, 2, 5, 8, 33, 96])
+def test_concatenated_is_a_column_permutation(d_model):
+    pos = np.linspace(-50, 500, 37)
+    inter = sinusoidal_encoding(pos, d_model)
+    concat = sinusoidal_encoding(pos, d_model, layout="concatenated")
+    perm = layout_permutation(d_model)
+    np.testing.assert_array_equal(concat, inter[:, perm])
+    np.testing.assert_array_equal(concat[:, np.argsort(perm)], inter)
+    half = (d_model + 1) // 2
+    np.testing.assert_array_equal(concat[:, :half], inter[:, 0::2])  # the sines first
+
+
+def test_odd_d_model_is_documented_behaviour():
+    """Odd widths: ceil(d/2) sines, floor(d/2) cosines, the last column an unpaired sine."""
+    pe = sinusoidal_encoding(10, 7)
+    assert pe.shape == (10, 7)
+    np.testing.assert_allclose(pe, paper_formula(range(10), 7), atol=1e-15)
+    np.testing.assert_allclose(pe[:, 6], np.sin(np.arange(10) / 10000 ** (6 / 7)), atol=1e-15)
+    # the popular slice-assignment implementation crashes on the same input:
+    with pytest.raises(ValueError):
+        table = np.zeros((10, 7))
+        angles = np.arange(10)[:, None] / 10000 ** (np.arange(0, 7, 2) / 7)
+        table[:, 0::2] = np.sin(angles)
+        table[:, 1::2] = np.cos(angles)  # 4 columns of cos into 3 slots
+    with pytest.raises(ValueError, match="d_model must be even"):
+        relative_rotation(1, 7)
+    module = SinusoidalPositionalEncoding(7, max_len=10)
+    assert module(torch.zeros(1, 10, 7)).shape == (1, 10, 7)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pos=st.floats(-1e4, 1e4, allow_nan=False),
+    offset=st.floats(-1e4, 1e4, allow_nan=False),
+    half=st.integers(1, 64),
+)
+def test_rotation_identity(pos, offset, half):
+    d = 2 * half
+    m = relative_rotation(offset, d)
+    shifted = sinusoidal_encoding(np.array([pos]), d) @ m.T
+    np.testing.assert_allclose(shifted, sinusoidal_encoding(np.array([pos + offset]), d), atol=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(offset=st.floats(-1e3, 1e3, allow_nan=False), half=st.integers(1, 32))
+def test_rotation_is_orthogonal_and_composes(offset, half):
+    d = 2 * half
+    m = relative_rotation(offset, d)
+    np.testing.assert_allclose(m @ m.T, np.eye(d), atol=1e-12)
+    np.testing.assert_allclose(relative_rotation(-offset, d), m.T, atol=1e-12)
+    np.testing.assert_allclose(m @ relative_rotation(1.0, d), relative_rotation(offset + 1.0, d), atol=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    p=st.integers(0, 20000),
+    q=st.integers(0, 20000),
+    shift=st.integers(-5000, 5000),
+    half=st.integers(1, 128),
+)
+def test_dot_product_depends_only_on_offset(p, q, shift, half):
+    d = 2 * half
+    pe = sinusoidal_encoding(np.array([p, q, p + shift, q + shift]), d)
+    assert pe[0] @ pe[1] == pytest.approx(pe[2] @ pe[3], abs=1e-9)
+    # and it is symmetric: PE(p).PE(q) = PE(q).PE(p) = sum_i cos(w_i (p - q))
+    w = posenc.sinusoidal_frequencies(d)
+    assert pe[0] @ pe[1] == pytest.approx(np.sum(np.cos(w * (p - q))), abs=1e-9)
+
+
+def test_module_adds_the_table_with_offset():
+    torch.manual_seed(0)
+    module = SinusoidalPositionalEncoding(16, max_len=50)
+    x = torch.randn(3, 10, 16)
+    table = torch.from_numpy(sinusoidal_encoding(50, 16)).float()
+    torch.testing.assert_close(module(x), x + table[:10])
+    torch.testing.assert_close(module(x, offset=40), x + table[40:50])
+    assert "pe" not in module.state_dict()  # non-persistent buffer
+    assert module.pe.dtype == torch.float32
+    assert module(x.double()).dtype == torch.float64
+    assert module(x[0]).shape == (10, 16)
+
+
+def test_module_dropout_is_applied_in_training_only():
+    torch.manual_seed(0)
+    module = SinusoidalPositionalEncoding(8, max_len=20, dropout=0.5)
+    x = torch.ones(2, 20, 8)
+    assert (module(x) == 0).any()
+    module.eval()
+    assert not (module(x) == 0).any()
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: sinusoidal_encoding(10, 0), ValueError, "d_model"),
+        (lambda: sinusoidal_encoding(10, -4), ValueError, "d_model"),
+        (lambda: sinusoidal_encoding(10, 4.5), TypeError, "d_model"),
+        (lambda: sinusoidal_encoding(10, True), TypeError, "d_model"),
+        (lambda: sinusoidal_encoding(-1, 4), ValueError, "positions"),
+        (lambda: sinusoidal_encoding(np.zeros((2, 3)), 4), ValueError, "positions"),
+        (lambda: sinusoidal_encoding(["a", "b"], 4), TypeError, "positions"),
+        (lambda: sinusoidal_encoding([0.0, np.nan], 4), ValueError, "positions"),
+        (lambda: sinusoidal_encoding(10, 4, layout="split"), ValueError, "layout"),
+        (lambda: sinusoidal_encoding(10, 4, base=0), ValueError, "base"),
+        (lambda: relative_rotation("1", 4), TypeError, "offset"),
+        (lambda: relative_rotation(1, 0), ValueError, "d_model"),
+        (lambda: SinusoidalPositionalEncoding(0), ValueError, "d_model"),
+        (lambda: SinusoidalPositionalEncoding(8, max_len=2.5), TypeError, "max_len"),
+        (lambda: SinusoidalPositionalEncoding(8, dropout=1.5), ValueError, "dropout"),
+        (lambda: SinusoidalPositionalEncoding(8, max_len=4)(torch.zeros(1, 5, 8)), ValueError, "max_len"),
+        (lambda: SinusoidalPositionalEncoding(8, max_len=4)(torch.zeros(1, 2, 8), offset=3), ValueError, "max_len"),
+        (lambda: SinusoidalPositionalEncoding(8)(torch.zeros(1, 2, 6)), ValueError, "x must have shape"),
+        (lambda: SinusoidalPositionalEncoding(8)(np.zeros((1, 2, 8))), TypeError, "x must be"),
+        (lambda: SinusoidalPositionalEncoding(8)(torch.zeros(1, 2, 8), offset=-1), ValueError, "offset"),
+    ],
+)
+def test_bad_input_is_rejected_clearly(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
