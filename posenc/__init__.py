@@ -34,6 +34,23 @@ __all__ = [
 # `__all__ +=` line, added with small targeted edits.
 
 # --- rotary (chapter 4) ---
+from .rotary import (  # noqa: E402
+    RotaryEmbedding,
+    apply_rotary,
+    normalize_scaling,
+    rotary_attention_factor,
+    rotary_frequencies,
+    rotary_permutation,
+)
+
+__all__ += [
+    "RotaryEmbedding",
+    "apply_rotary",
+    "normalize_scaling",
+    "rotary_attention_factor",
+    "rotary_frequencies",
+    "rotary_permutation",
+]
 
 # --- tabular (chapter 5) ---
 
