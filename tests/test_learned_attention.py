@@ -72,3 +72,19 @@ def test_positions_or_causal_mask_break_the_symmetry():
     assert (attn(x[:, perm], mask=mask) - attn(x, mask=mask)[:, perm]).abs().max() > 1e-3
     assert attn.last_weights.shape == (1, 6, 6)
     assert torch.all(attn.last_weights.triu(1) == 0)
+
+
+def test_uniform_causal_attention_leaks_position_through_the_norm():
+    """Chapter 1: with a causal mask, the output norm at position t falls like 1/sqrt(t+1)."""
+    torch.manual_seed(1)
+    d, n = 64, 64
+    attn = SelfAttention(d).double()
+    torch.nn.init.zeros_(attn.w_q.weight)
+    torch.nn.init.zeros_(attn.w_k.weight)
+    x = torch.randn(512, n, d, dtype=torch.float64)
+    with torch.no_grad():
+        causal = attn(x, mask=causal_mask(n)).norm(dim=-1).mean(0)
+        bidir = attn(x).norm(dim=-1).mean(0)
+    ratio = (causal[0] / causal[-1]).item()
+    assert ratio == pytest.approx(n**0.5, rel=0.05)
+    assert (bidir[0] / bidir[-1]).item() == pytest.approx(1.0, abs=0.05)
