@@ -1,0 +1,434 @@
+"""Browser test of the built book: every page, offline, in Debian's headless Chromium.
+
+The test serves the built HTML on 127.0.0.1 and drives Chromium (through Playwright,
+with ``executable_path`` pointing at the system Chromium) through every page, once in
+the light and once in the dark theme. It checks that
+
+* no page writes an error to the console or throws;
+* no page requests anything outside the site (every off-site request is aborted and
+  recorded), and every request to the site succeeds;
+* every image has loaded, with a non-zero size, and has alt text;
+* every formula has been rendered by the MathJax copy served by the site, without a
+  MathJax error;
+* every internal link points at a file of the site and every anchor (``#...``) at an
+  element that exists on the target page;
+* the dark theme is really applied when chosen.
+
+Which HTML it checks: the directory named by ``POSENC_SITE_DIR`` if set; otherwise
+``_build/html`` if it is newer than every source of the book (CI builds the book right
+before ``pytest``); otherwise it builds the book into a temporary directory first. It
+skips, saying why, only where Playwright or a Chromium executable is missing (install
+it with ``apt-get install chromium``) or where jupyter-book is not installed.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILT = ROOT / "_build" / "html"
+# Everything the built site is made from: if any is newer than the build, rebuild.
+SOURCE_GLOBS = (
+    "_config.yml",
+    "_toc.yml",
+    "references.bib",
+    "book/**/*.md",
+    "notebooks/*.ipynb",
+    "posenc/**/*.py",
+)
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-default-apps",
+    "--disable-extensions",
+]
+PAGE_TIMEOUT_MS = 30_000
+THEMES = ("light", "dark")
+
+
+# ----------------------------------------------------------------------------- helpers
+def _newest_source_mtime() -> float:
+    times = [p.stat().st_mtime for g in SOURCE_GLOBS for p in ROOT.glob(g) if p.is_file()]
+    return max(times, default=0.0)
+
+
+def _site_is_fresh(html: Path) -> bool:
+    index = html / "index.html"
+    return index.is_file() and index.stat().st_mtime >= _newest_source_mtime()
+
+
+def _jupyter_book() -> str | None:
+    here = Path(sys.executable).parent / "jupyter-book"
+    return str(here) if here.exists() else shutil.which("jupyter-book")
+
+
+def _chromium() -> str | None:
+    for name in (os.environ.get("CHROMIUM_PATH"), "chromium", "chromium-browser"):
+        if name and (path := shutil.which(name)):
+            return path
+    return None
+
+
+def _html_ids(path: Path) -> set[str]:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return set(re.findall(r"""\s(?:id|name)=["']([^"']+)["']""", text))
+
+
+def _pages(html: Path) -> list[str]:
+    """Every HTML page of the site, as a path relative to its root (posix)."""
+    skip = ("_static/", "_sources/", "_images/", "_downloads/")
+    pages = sorted(
+        p.relative_to(html).as_posix()
+        for p in html.rglob("*.html")
+        if not p.relative_to(html).as_posix().startswith(skip)
+    )
+    return pages
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - signature of the base class
+        pass
+
+
+@dataclass
+class SiteReport:
+    """What the crawl saw; the tests below assert on it."""
+
+    pages: list[str] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+    offsite_requests: list[str] = field(default_factory=list)
+    failed_requests: list[str] = field(default_factory=list)
+    bad_images: list[str] = field(default_factory=list)
+    math_problems: list[str] = field(default_factory=list)
+    broken_links: list[str] = field(default_factory=list)
+    theme_problems: list[str] = field(default_factory=list)
+    n_images: int = 0
+    n_formulas: int = 0
+    n_internal_links: int = 0
+    n_anchored_links: int = 0
+    n_external_links: int = 0
+    n_page_loads: int = 0
+
+    def summary(self) -> dict:
+        return {
+            "pages": len(self.pages),
+            "page_loads (light+dark)": self.n_page_loads,
+            "images": self.n_images,
+            "formulas": self.n_formulas,
+            "internal_links": self.n_internal_links,
+            "of_which_with_anchor": self.n_anchored_links,
+            "external_links_not_requested": self.n_external_links,
+        }
+
+
+# ----------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def site_dir(tmp_path_factory) -> Path:
+    if os.environ.get("POSENC_SITE_DIR"):
+        html = Path(os.environ["POSENC_SITE_DIR"]).resolve()
+        assert (html / "index.html").is_file(), f"POSENC_SITE_DIR={html} has no index.html"
+        return html
+    if _site_is_fresh(BUILT):
+        return BUILT
+    jb = _jupyter_book()
+    if jb is None:
+        pytest.skip("jupyter-book is not installed, so the book cannot be built for the browser test")
+    out = tmp_path_factory.mktemp("site")
+    cmd = [jb, "build", str(ROOT), "-n", "-W", "--keep-going", "--path-output", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    html = out / "_build" / "html"
+    if proc.returncode != 0 or not (html / "index.html").is_file():
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+        pytest.fail(f"building the book for the browser test failed:\n{tail}")
+    return html
+
+
+@pytest.fixture(scope="module")
+def report(site_dir: Path) -> SiteReport:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install -r requirements.txt)")
+    chromium = _chromium()
+    if chromium is None:
+        pytest.skip(
+            "no Chromium executable found (install Debian's with `apt-get install chromium`, "
+            "or set CHROMIUM_PATH); the browser test of the site cannot run"
+        )
+
+    handler = functools.partial(_QuietHandler, directory=str(site_dir))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+            try:
+                return _crawl(browser, base, site_dir)
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# ----------------------------------------------------------------------------- the crawl
+_IMAGES_JS = """
+async () => {
+  const imgs = Array.from(document.images);
+  for (const img of imgs) { img.loading = 'eager'; }
+  await Promise.all(imgs.map(img => img.complete ? null :
+      new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r); })));
+  return imgs.map(img => ({
+      src: img.currentSrc || img.src,
+      alt: (img.getAttribute('alt') || '').trim(),
+      w: img.naturalWidth, h: img.naturalHeight, complete: img.complete}));
+}
+"""
+
+_MATH_JS = """
+async () => {
+  const sources = document.querySelectorAll('span.math, div.math');
+  if (!window.MathJax) {
+    return {sources: sources.length, mathjax: false, containers: 0, unrendered: sources.length,
+            errors: []};
+  }
+  const t0 = Date.now();
+  while (!(MathJax.startup && MathJax.startup.promise)) {
+    if (Date.now() - t0 > 20000) throw new Error('MathJax did not start');
+    await new Promise(r => setTimeout(r, 50));
+  }
+  await MathJax.startup.promise;
+  await document.fonts.ready;
+  const unrendered = Array.from(sources).filter(el => !el.querySelector('mjx-container'));
+  const errors = Array.from(document.querySelectorAll('mjx-merror, [data-mjx-error]'))
+      .map(e => e.getAttribute('data-mjx-error') || e.textContent);
+  // TeX errors and undefined macros (shown in red by MathJax's noundefined extension),
+  // found in MathJax's own internal MathML of every typeset formula.
+  for (const item of MathJax.startup.document.math) {
+    const mml = MathJax.startup.toMML(item.root);
+    if (/<merror|mathcolor="red"/.test(mml)) errors.push(String(item.math).slice(0, 80));
+  }
+  return {sources: sources.length, mathjax: true,
+          containers: document.querySelectorAll('mjx-container').length,
+          unrendered: unrendered.length,
+          unrendered_text: unrendered.slice(0, 3).map(e => e.textContent.slice(0, 80)),
+          errors: errors};
+}
+"""
+
+
+def _router(base: str, theme: str, rep: SiteReport):
+    """Let requests to the site through; abort and record every other request."""
+
+    def route(r):
+        url = r.request.url
+        if url.startswith(base) or url.startswith(("data:", "blob:")):
+            r.continue_()
+        else:
+            rep.offsite_requests.append(f"[{theme}] {url}")
+            r.abort()
+
+    return route
+
+
+def _crawl(browser, base: str, html: Path) -> SiteReport:
+    rep = SiteReport(pages=_pages(html))
+    ids_cache: dict[Path, set[str]] = {}
+    checked_links: set[str] = set()
+
+    for theme in THEMES:
+        context = browser.new_context(
+            color_scheme=theme, viewport={"width": 1280, "height": 900}, service_workers="block"
+        )
+        # pydata-sphinx-theme reads the chosen mode from localStorage before painting.
+        context.add_init_script(
+            f"try {{ localStorage.setItem('mode', '{theme}'); "
+            f"localStorage.setItem('theme', '{theme}'); }} catch (e) {{}}"
+        )
+
+        context.route("**/*", _router(base, theme, rep))
+        page = context.new_page()
+        page.set_default_timeout(PAGE_TIMEOUT_MS)
+        current = {"name": ""}
+        page.on(
+            "console",
+            lambda m, _t=theme: m.type == "error"
+            and rep.console_errors.append(f"[{_t}] {current['name']}: {m.text}"),
+        )
+        page.on(
+            "pageerror",
+            lambda e, _t=theme: rep.console_errors.append(f"[{_t}] {current['name']}: {e}"),
+        )
+        page.on(
+            "requestfailed",
+            lambda req, _b=base, _t=theme: req.url.startswith(_b)
+            and rep.failed_requests.append(f"[{_t}] {current['name']}: {req.url} ({req.failure})"),
+        )
+        page.on(
+            "response",
+            lambda resp, _t=theme: resp.status >= 400
+            and rep.failed_requests.append(
+                f"[{_t}] {current['name']}: {resp.url} -> HTTP {resp.status}"
+            ),
+        )
+
+        for name in rep.pages:
+            current["name"] = name
+            rep.n_page_loads += 1
+            source = (html / name).read_text(encoding="utf-8", errors="replace")
+            redirect = re.search(r"""http-equiv=["']refresh["'][^>]*url=([^"'>]+)""", source, re.I)
+            if redirect:
+                # index.html: a redirect to the first page; follow it and check the target.
+                target = (html / name).parent / redirect.group(1).strip()
+                if not target.resolve().is_file():
+                    rep.broken_links.append(f"{name}: redirect to missing {redirect.group(1)}")
+                continue
+            page.goto(base + name, wait_until="load")
+
+            got = page.evaluate("() => document.documentElement.dataset.theme || ''")
+            if got != theme:
+                rep.theme_problems.append(f"{name}: asked for {theme}, page shows '{got}'")
+
+            for img in page.evaluate(_IMAGES_JS):
+                if theme == THEMES[0]:
+                    rep.n_images += 1
+                if not img["complete"] or img["w"] == 0 or img["h"] == 0:
+                    rep.bad_images.append(f"[{theme}] {name}: not loaded or empty: {img['src']}")
+                if not img["alt"]:
+                    rep.bad_images.append(f"[{theme}] {name}: no alt text: {img['src']}")
+
+            math = page.evaluate(_MATH_JS)
+            if theme == THEMES[0]:
+                rep.n_formulas += math["containers"]
+            if math["sources"] and not math["mathjax"]:
+                rep.math_problems.append(f"{name}: has math but MathJax is not loaded")
+            if math["unrendered"]:
+                rep.math_problems.append(
+                    f"[{theme}] {name}: {math['unrendered']} formulas not rendered, "
+                    f"e.g. {math.get('unrendered_text')}"
+                )
+            for err in math["errors"]:
+                rep.math_problems.append(f"[{theme}] {name}: MathJax error: {err}")
+
+            if theme != THEMES[0]:
+                continue  # links are the same in both themes
+            hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+            for href in hrefs:
+                _check_link(href, name, base, html, rep, ids_cache, checked_links)
+        context.close()
+    return rep
+
+
+def _check_link(href, name, base, html, rep, ids_cache, checked) -> None:
+    if href.startswith(("mailto:", "javascript:", "tel:")):
+        return
+    if not href.startswith(base):
+        rep.n_external_links += 1
+        return
+    rep.n_internal_links += 1
+    parts = urlsplit(href)
+    fragment = unquote(parts.fragment)
+    if fragment:
+        rep.n_anchored_links += 1
+    if href in checked:
+        return
+    checked.add(href)
+    rel = unquote(parts.path)[1:]
+    target = html / rel
+    if rel == "" or target.is_dir():
+        target = target / "index.html"
+    if not target.is_file():
+        rep.broken_links.append(f"{name}: link to missing file {href}")
+        return
+    if fragment and target.suffix == ".html":
+        if target not in ids_cache:
+            ids_cache[target] = _html_ids(target)
+        if fragment not in ids_cache[target]:
+            rep.broken_links.append(f"{name}: anchor #{fragment} not found in {rel or 'index.html'}")
+
+
+# ----------------------------------------------------------------------------- the tests
+def _fmt(items: list[str], limit: int = 25) -> str:
+    more = f"\n... and {len(items) - limit} more" if len(items) > limit else ""
+    return "\n".join(items[:limit]) + more
+
+
+def test_site_summary(report: SiteReport):
+    """Prints what was checked (run with -s to see it) and sanity-checks the crawl."""
+    print("\nbrowser test of the built site:", json.dumps(report.summary()))
+    assert len(report.pages) >= 10, report.pages
+    assert report.n_internal_links > 0
+
+
+def test_no_console_errors(report: SiteReport):
+    assert not report.console_errors, _fmt(report.console_errors)
+
+
+def test_nothing_requested_off_site(report: SiteReport):
+    assert not report.offsite_requests, _fmt(report.offsite_requests)
+
+
+def test_every_request_to_the_site_succeeds(report: SiteReport):
+    assert not report.failed_requests, _fmt(report.failed_requests)
+
+
+def test_images_loaded_with_alt_text(report: SiteReport):
+    assert not report.bad_images, _fmt(report.bad_images)
+
+
+def test_formulas_rendered_offline(report: SiteReport):
+    assert not report.math_problems, _fmt(report.math_problems)
+    assert report.n_formulas > 0, "no formula rendered anywhere: is MathJax loaded?"
+
+
+def test_internal_links_and_anchors_resolve(report: SiteReport):
+    assert not report.broken_links, _fmt(report.broken_links)
+
+
+def test_dark_and_light_theme_applied(report: SiteReport):
+    assert not report.theme_problems, _fmt(report.theme_problems)
+
+
+def test_built_html_references_no_cdn(site_dir: Path):
+    """Static check, complementing the browser: no script, stylesheet, font or image of
+    any page (or of the site's own CSS) is loaded from another host."""
+    pattern = re.compile(
+        r"""<(?:script|img|iframe|source|audio|video)\b[^>]*\ssrc=["'](?:https?:)?//"""
+        r"""|<link\b[^>]*\shref=["'](?:https?:)?//[^"']*["'][^>]*>""",
+        re.I,
+    )
+    css_url = re.compile(r"""url\(\s*["']?(?:https?:)?//""", re.I)
+    offenders = []
+    for p in site_dir.rglob("*.html"):
+        text = p.read_text(encoding="utf-8", errors="replace")
+        for m in pattern.finditer(text):
+            tag = m.group(0)
+            # <link rel="canonical"/"alternate"> are plain links, not loaded resources.
+            if tag.lower().startswith("<link") and re.search(
+                r"""rel=["'](?:canonical|alternate|license)["']""", tag, re.I
+            ):
+                continue
+            offenders.append(f"{p.relative_to(site_dir)}: {tag[:120]}")
+    for p in (site_dir / "_static").rglob("*.css"):
+        if css_url.search(p.read_text(encoding="utf-8", errors="replace")):
+            offenders.append(f"{p.relative_to(site_dir)}: url(//...) in CSS")
+    assert not offenders, _fmt(offenders)
