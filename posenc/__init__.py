@@ -53,5 +53,66 @@ __all__ += [
 ]
 
 # --- tabular (chapter 5) ---
+from .tabular import (  # noqa: E402
+    ColumnEmbedding,
+    FeatureTokenizer,
+    PeriodicEmbedding,
+    PiecewiseLinearEmbedding,
+    PiecewiseLinearEncoding,
+    SharedValueEmbedding,
+    TabularTransformer,
+    quantile_bins,
+)
+from .tabular_data import (  # noqa: E402
+    TabularSplit,
+    diabetes_split,
+    feature_identity_task,
+    fit_regressor,
+    high_frequency_task,
+    make_mlp,
+    permutation_gap,
+    r2_score,
+    run_seeds,
+    sklearn_baselines,
+    summarize,
+)
+
+__all__ += [
+    "ColumnEmbedding", "FeatureTokenizer", "PeriodicEmbedding", "PiecewiseLinearEmbedding",
+    "PiecewiseLinearEncoding", "SharedValueEmbedding", "TabularTransformer", "quantile_bins",
+    "TabularSplit", "diabetes_split", "feature_identity_task", "fit_regressor", "high_frequency_task",
+    "make_mlp", "permutation_gap", "r2_score", "run_seeds", "sklearn_baselines", "summarize",
+]
 
 # --- bias, models, tasks (chapter 6) ---
+from .bias import (  # noqa: E402
+    ShawRelativePosition,
+    T5RelativeBias,
+    alibi_bias,
+    alibi_slopes,
+    relative_positions,
+    t5_relative_bucket,
+)
+from .models import SCHEMES, CausalSelfAttention, PositionalTransformer, count_parameters  # noqa: E402
+from .tasks import TASKS, TaskBatch, make_task_batch  # noqa: E402
+from .training import RunConfig, evaluate_accuracy, run_trial, train_model  # noqa: E402
+
+__all__ += [
+    "SCHEMES",
+    "TASKS",
+    "CausalSelfAttention",
+    "PositionalTransformer",
+    "RunConfig",
+    "ShawRelativePosition",
+    "T5RelativeBias",
+    "TaskBatch",
+    "alibi_bias",
+    "alibi_slopes",
+    "count_parameters",
+    "evaluate_accuracy",
+    "make_task_batch",
+    "relative_positions",
+    "run_trial",
+    "t5_relative_bucket",
+    "train_model",
+]

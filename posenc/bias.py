@@ -1,0 +1,307 @@
+"""Relative position as a term inside attention: ALiBi, T5's bucketed bias, Shaw et al.
+
+These schemes add nothing to the token embeddings. They change the attention score of
+query ``i`` and key ``j`` by an amount that depends only on the offset ``j - i``:
+
+* ALiBi (Press et al., 2022, section 3) adds ``-m_h * (i - j)``, a fixed penalty
+  growing linearly with distance, with one slope ``m_h`` per head and no parameters;
+* T5 (Raffel et al., 2020, section 2.1) adds a learned scalar per head and per *bucket*
+  of offsets: exact buckets for short offsets, logarithmically wider ones up to
+  ``max_distance``, one shared bucket beyond;
+* Shaw et al. (2018, section 3) add ``q_i . a_{j-i} / sqrt(d)``, a learned vector per
+  clipped offset.
+
+Query/key alignment: when ``k_len > q_len`` (cached decoding: the queries are the last
+``q_len`` tokens of a sequence of ``k_len``), query row ``i`` has position
+``k_len - q_len + i``, so the offsets are measured from the *end* of the keys. This is
+what Hugging Face's T5 does with ``past_seen_tokens``. ``k_len < q_len`` is rejected.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._checks import check_int
+
+__all__ = [
+    "ShawRelativePosition",
+    "T5RelativeBias",
+    "alibi_bias",
+    "alibi_slopes",
+    "relative_positions",
+    "t5_relative_bucket",
+]
+
+
+def _check_lengths(q_len: int, k_len: int | None) -> tuple[int, int]:
+    q_len = check_int("q_len", q_len)
+    k_len = q_len if k_len is None else check_int("k_len", k_len)
+    if k_len < q_len:
+        raise ValueError(
+            f"k_len must be >= q_len (queries are aligned to the end of the keys), "
+            f"got q_len={q_len}, k_len={k_len}"
+        )
+    return q_len, k_len
+
+
+def relative_positions(q_len: int, k_len: int | None = None) -> torch.Tensor:
+    """Offsets ``key_position - query_position`` as an integer matrix.
+
+    Queries are aligned to the end of the keys: query row ``i`` sits at position
+    ``k_len - q_len + i`` (see the module docstring).
+
+    Args:
+        q_len: number of queries (>= 1).
+        k_len: number of keys (>= ``q_len``; defaults to ``q_len``).
+
+    Returns:
+        ``torch.long`` tensor of shape ``(q_len, k_len)``; entry ``(i, j)`` is
+        ``j - (k_len - q_len + i)``, negative for keys in the past.
+
+    Example:
+        >>> relative_positions(2, 3)
+        tensor([[-1,  0,  1],
+                [-2, -1,  0]])
+    """
+    q_len, k_len = _check_lengths(q_len, k_len)
+    query = torch.arange(k_len - q_len, k_len, dtype=torch.long)[:, None]
+    key = torch.arange(k_len, dtype=torch.long)[None, :]
+    return key - query
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """The head slopes ``m_h`` of ALiBi (Press et al., 2022, section 3).
+
+    For ``n`` heads with ``n`` a power of two the slopes are the geometric sequence
+    ``2**(-8/n), 2**(-16/n), ..., 2**(-8)``. Otherwise, with ``p`` the largest power of two
+    below ``n``, they are the ``p`` slopes of that rule followed by the first ``n - p`` of
+    the odd-numbered slopes (1st, 3rd, 5th, ...) of the rule for ``2p`` heads, which is what
+    the authors' code and BLOOM do. Computed in float64 and rounded once to float32.
+
+    Args:
+        n_heads: number of attention heads (>= 1).
+
+    Returns:
+        float32 tensor of shape ``(n_heads,)``, all in ``(0, 1)``.
+
+    Example:
+        >>> alibi_slopes(4)
+        tensor([0.2500, 0.0625, 0.0156, 0.0039])
+    """
+    n_heads = check_int("n_heads", n_heads)
+    p = 2 ** int(math.floor(math.log2(n_heads)))
+
+    def geometric(n: int) -> list[float]:
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (k + 1) for k in range(n)]
+
+    slopes = geometric(p) + geometric(2 * p)[0::2][: n_heads - p]
+    return torch.tensor(slopes, dtype=torch.float64).to(torch.float32)
+
+
+def alibi_bias(n_heads: int, q_len: int, k_len: int | None = None) -> torch.Tensor:
+    """The ALiBi score bias ``-m_h * (i - j)`` for every head, query and key.
+
+    Keys at or before the query get ``-m_h`` times their distance (0 on the diagonal).
+    Keys *after* the query (``j > i``) get 0: ALiBi is defined for causal attention, and
+    those entries are meant to be removed by the causal mask, which this function does not
+    apply. With ``k_len > q_len`` the queries are aligned to the end of the keys, as in
+    cached decoding.
+
+    Args:
+        n_heads: number of heads (>= 1).
+        q_len: number of queries (>= 1).
+        k_len: number of keys (>= ``q_len``; defaults to ``q_len``).
+
+    Returns:
+        float32 tensor of shape ``(n_heads, q_len, k_len)``, to be added to the attention
+        scores ``q . k / sqrt(d)`` before the softmax.
+
+    Example:
+        >>> alibi_bias(1, 3)
+        tensor([[[ 0.0000,  0.0000,  0.0000],
+                 [-0.0039,  0.0000,  0.0000],
+                 [-0.0078, -0.0039,  0.0000]]])
+    """
+    slopes = alibi_slopes(n_heads)
+    rel = relative_positions(q_len, k_len).clamp(max=0).to(torch.float32)  # j - i, <= 0
+    return slopes[:, None, None] * rel[None]
+
+
+def _check_integer_tensor(name: str, value: object) -> torch.Tensor:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer tensor or int, got a bool")
+    if isinstance(value, int):
+        return torch.tensor(value, dtype=torch.long)
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be an integer torch.Tensor or int, got {type(value).__name__}")
+    if value.dtype == torch.bool or value.is_floating_point() or value.is_complex():
+        raise TypeError(f"{name} must hold integers (relative positions are whole numbers), got dtype {value.dtype}")
+    return value.to(torch.long)
+
+
+def t5_relative_bucket(
+    relative_position: torch.Tensor | int,
+    *,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> torch.Tensor:
+    """T5's bucket index for each offset ``memory_position - query_position``.
+
+    Bidirectional: half of the buckets for keys after the query (offset > 0), half for the
+    rest. Unidirectional (decoder): keys after the query all go to bucket 0 (they are
+    masked anyway) and the distance is ``-offset``. Within each half, with ``n`` buckets
+    there, distances below ``n // 2`` get their own bucket; larger distances share
+    logarithmically wider buckets up to ``max_distance``, and every distance at or beyond
+    it falls in the last bucket. The logarithm is taken in float32, as in T5, so that the
+    result is bucket for bucket the same (Raffel et al., 2020, section 2.1).
+
+    Args:
+        relative_position: integer tensor (any shape) or int of offsets ``j - i``.
+        bidirectional: ``True`` for an encoder, ``False`` for a causal decoder.
+        num_buckets: total number of buckets (>= 2, and >= 4 when bidirectional, so that
+            each half keeps at least one exact bucket).
+        max_distance: distance from which all offsets share the last bucket; must exceed
+            the number of exact buckets.
+
+    Returns:
+        ``torch.long`` tensor of the same shape, values in ``[0, num_buckets)``.
+
+    Example:
+        >>> t5_relative_bucket(torch.tensor([-200, -9, -1, 0, 1, 9, 200]))
+        tensor([15,  8,  1,  0, 17, 24, 31])
+    """
+    rel = _check_integer_tensor("relative_position", relative_position)
+    if not isinstance(bidirectional, bool):
+        raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}")
+    num_buckets = check_int("num_buckets", num_buckets, minimum=4 if bidirectional else 2)
+    max_distance = check_int("max_distance", max_distance)
+    n = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = n // 2
+    if max_distance <= max_exact:
+        raise ValueError(
+            f"max_distance must be > {max_exact} (the number of exact buckets), got {max_distance}"
+        )
+    buckets = torch.zeros_like(rel)
+    if bidirectional:
+        buckets = buckets + (rel > 0).long() * n
+        distance = rel.abs()
+    else:
+        distance = (-rel).clamp(min=0)
+    is_small = distance < max_exact
+    # float32 like T5; the clamp avoids log(0) for the entries that is_small discards anyway
+    ratio = distance.clamp(min=1).float() / max_exact
+    large = max_exact + (torch.log(ratio) / math.log(max_distance / max_exact) * (n - max_exact)).long()
+    large = large.clamp(max=n - 1)
+    return buckets + torch.where(is_small, distance, large)
+
+
+class T5RelativeBias(nn.Module):
+    """T5's learned relative position bias: one scalar per head and per bucket of offsets.
+
+    T5 computes this bias once, in the first layer, and shares it across all layers
+    (Raffel et al., 2020, section 2.1); a model using this module should do the same to
+    match. It has ``num_buckets * n_heads`` parameters.
+
+    Args:
+        n_heads: number of heads (>= 1).
+        bidirectional: ``True`` for an encoder, ``False`` for a causal decoder.
+        num_buckets: number of buckets (32 in T5).
+        max_distance: offsets at or beyond this distance share one bucket (128 in T5).
+
+    Shapes:
+        ``weight``: ``(num_buckets, n_heads)``.
+        ``forward(q_len, k_len=None)``: returns ``(n_heads, q_len, k_len)``, the bias to add
+        to the attention scores (queries aligned to the end of the keys).
+
+    Example:
+        >>> bias = T5RelativeBias(4, bidirectional=False)
+        >>> bias(3, 5).shape
+        torch.Size([4, 3, 5])
+    """
+
+    def __init__(
+        self,
+        n_heads: int,
+        *,
+        bidirectional: bool = True,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+    ) -> None:
+        super().__init__()
+        self.n_heads = check_int("n_heads", n_heads)
+        t5_relative_bucket(0, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+        self.bidirectional = bidirectional
+        self.num_buckets = int(num_buckets)
+        self.max_distance = int(max_distance)
+        self.weight = nn.Parameter(torch.zeros(self.num_buckets, self.n_heads))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def buckets(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
+        """The bucket index of every (query, key) pair, shape ``(q_len, k_len)``."""
+        return t5_relative_bucket(
+            relative_positions(q_len, k_len),
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+        )
+
+    def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
+        idx = self.buckets(q_len, k_len).to(self.weight.device)
+        return self.weight[idx].permute(2, 0, 1)
+
+    def extra_repr(self) -> str:
+        return (
+            f"n_heads={self.n_heads}, bidirectional={self.bidirectional}, "
+            f"num_buckets={self.num_buckets}, max_distance={self.max_distance}"
+        )
+
+
+class ShawRelativePosition(nn.Module):
+    """Relative position representations of Shaw et al. (2018), key term.
+
+    A learned vector ``a_r`` of width ``head_dim`` for every clipped offset
+    ``r = clip(j - i, -max_distance, max_distance)``; the score of query ``i`` and key
+    ``j`` gains ``q_i . a_r / sqrt(head_dim)``, i.e. the key ``k_j`` is replaced by
+    ``k_j + a_r`` in the dot product (Shaw et al., section 3, the term ``a^K``). The
+    vectors are shared across heads, as in the paper. ``2 * max_distance + 1`` vectors,
+    ``(2 * max_distance + 1) * head_dim`` parameters.
+
+    Args:
+        head_dim: width of queries and keys in one head.
+        max_distance: largest offset with its own vector (``k`` in the paper; longer
+            offsets are clipped to it).
+
+    Shapes:
+        ``weight``: ``(2 * max_distance + 1, head_dim)``.
+        ``forward(q)``: ``q`` is ``(..., q_len, head_dim)``; ``k_len`` keys (default
+        ``q_len``, queries aligned to their end); returns the score term
+        ``(..., q_len, k_len)``.
+
+    Example:
+        >>> shaw = ShawRelativePosition(8, max_distance=4)
+        >>> shaw(torch.randn(2, 3, 5, 8)).shape
+        torch.Size([2, 3, 5, 5])
+    """
+
+    def __init__(self, head_dim: int, max_distance: int = 16) -> None:
+        super().__init__()
+        self.head_dim = check_int("head_dim", head_dim)
+        self.max_distance = check_int("max_distance", max_distance)
+        self.weight = nn.Parameter(torch.empty(2 * self.max_distance + 1, self.head_dim))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
+        if not isinstance(q, torch.Tensor) or q.ndim < 2 or q.shape[-1] != self.head_dim:
+            shape = tuple(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
+            raise ValueError(f"q must have shape (..., q_len, {self.head_dim}), got {shape}")
+        rel = relative_positions(q.shape[-2], k_len).clamp(-self.max_distance, self.max_distance)
+        a = self.weight[rel + self.max_distance].to(q.dtype)  # (q_len, k_len, head_dim)
+        return torch.einsum("...id,ijd->...ij", q, a) / math.sqrt(self.head_dim)
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, max_distance={self.max_distance}"

@@ -1,0 +1,231 @@
+"""A small causal transformer whose positional scheme is a constructor argument.
+
+The same network (token embedding, ``n_layers`` pre-norm blocks of multi-head causal
+self-attention and an MLP, a final norm and a linear read-out) can get its sense of
+position from any of :data:`SCHEMES`:
+
+* ``"none"``: nothing (NoPE); only the causal mask breaks the symmetry;
+* ``"sinusoidal"``: the fixed table of Vaswani et al. added to the token embeddings;
+* ``"learned"``: a trained vector per position added to the token embeddings, only for
+  positions below ``max_len``;
+* ``"rope"``: queries and keys rotated by their positions in every layer (RoFormer);
+* ``"alibi"``: the linear distance penalty of Press et al. added to the scores;
+* ``"t5"``: T5's learned bucketed bias, computed once and shared by all layers;
+* ``"shaw"``: Shaw et al.'s learned vector per clipped offset, one table per layer.
+
+Nothing else changes between schemes, so a comparison measures the scheme alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._checks import check_choice, check_int
+from .bias import ShawRelativePosition, T5RelativeBias, alibi_bias
+from .learned import LearnedPositionalEmbedding
+from .sinusoidal import SinusoidalPositionalEncoding
+
+SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi", "t5", "shaw")
+
+#: Length of the sinusoidal table built by :class:`PositionalTransformer` (the formula has
+#: no maximum length; the table is a cache).
+SINUSOIDAL_TABLE_LEN = 4096
+
+__all__ = ["SCHEMES", "CausalSelfAttention", "PositionalTransformer", "count_parameters"]
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable scalars in ``module`` (buffers such as cached tables excluded).
+
+    Example:
+        >>> count_parameters(nn.Linear(3, 2))
+        8
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention with hooks for every positional scheme.
+
+    Args:
+        d_model: model width.
+        n_heads: number of heads; must divide ``d_model``.
+
+    Shapes:
+        ``forward(x, *, bias=None, rotary=None, shaw=None)``: ``x`` is
+        ``(batch, seq, d_model)``; ``bias`` an additive ``(n_heads, seq, seq)`` score bias;
+        ``rotary`` a module applied to queries and keys of shape
+        ``(batch, n_heads, seq, head_dim)``; ``shaw`` a :class:`~posenc.bias.ShawRelativePosition`.
+        Returns ``(batch, seq, d_model)``.
+
+    Example:
+        >>> attn = CausalSelfAttention(16, 4)
+        >>> attn(torch.randn(2, 5, 16)).shape
+        torch.Size([2, 5, 16])
+    """
+
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__()
+        self.d_model = check_int("d_model", d_model)
+        self.n_heads = check_int("n_heads", n_heads)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads must divide d_model={self.d_model}, got n_heads={self.n_heads}")
+        self.head_dim = self.d_model // self.n_heads
+        self.qkv = nn.Linear(self.d_model, 3 * self.d_model, bias=False)
+        self.out = nn.Linear(self.d_model, self.d_model, bias=False)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        bias: torch.Tensor | None = None,
+        rotary: nn.Module | None = None,
+        shaw: nn.Module | None = None,
+    ) -> torch.Tensor:
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        if rotary is not None:
+            q, k = rotary(q), rotary(k)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if shaw is not None:
+            scores = scores + shaw(q)
+        if bias is not None:
+            scores = scores + bias.to(scores.dtype)
+        mask = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
+        weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        return self.out((weights @ v).transpose(1, 2).reshape(b, s, self.d_model))
+
+
+class _Block(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, shaw_distance: int | None) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_heads)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.shaw = None if shaw_distance is None else ShawRelativePosition(d_model // n_heads, shaw_distance)
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None, rotary: nn.Module | None) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), bias=bias, rotary=rotary, shaw=self.shaw)
+        return x + self.mlp(self.norm2(x))
+
+
+class PositionalTransformer(nn.Module):
+    """A small decoder-only (causal) transformer with a pluggable positional scheme.
+
+    Args:
+        vocab_size: number of token ids (input and output).
+        scheme: one of :data:`SCHEMES`.
+        d_model: model width (default 32).
+        n_heads: attention heads (default 4; must divide ``d_model``).
+        n_layers: number of blocks (default 2).
+        max_len: number of learned position vectors (``scheme="learned"`` only); such a
+            model raises ``ValueError`` on longer inputs. The other schemes accept any
+            length (the sinusoidal table is cached for :data:`SINUSOIDAL_TABLE_LEN`
+            positions).
+        d_ff: hidden width of the MLP (default ``4 * d_model``).
+        shaw_max_distance: clipping distance of ``scheme="shaw"`` (default 8).
+        t5_num_buckets, t5_max_distance: the bucketing of ``scheme="t5"`` (defaults 32
+            and 128 as in T5; unidirectional, since the model is causal).
+
+    Shapes:
+        ``forward(tokens)``: ``tokens`` is a ``(batch, seq)`` integer tensor; returns
+        logits ``(batch, seq, vocab_size)``.
+
+    Attributes:
+        positional: the module holding the scheme's own state (``None`` for ``"none"`` and
+            ``"alibi"``); :meth:`scheme_parameters` counts its trainable parameters.
+
+    Example:
+        >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+        <torch._C.Generator object at ...>
+        >>> model = PositionalTransformer(10, scheme="alibi")
+        >>> model(torch.zeros(2, 7, dtype=torch.long)).shape
+        torch.Size([2, 7, 10])
+        >>> model.scheme_parameters()
+        0
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        scheme: str = "none",
+        d_model: int = 32,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        max_len: int = 64,
+        d_ff: int | None = None,
+        shaw_max_distance: int = 8,
+        t5_num_buckets: int = 32,
+        t5_max_distance: int = 128,
+    ) -> None:
+        super().__init__()
+        self.vocab_size = check_int("vocab_size", vocab_size)
+        self.scheme = check_choice("scheme", scheme, SCHEMES)
+        self.d_model = check_int("d_model", d_model)
+        self.n_heads = check_int("n_heads", n_heads)
+        self.n_layers = check_int("n_layers", n_layers)
+        self.max_len = check_int("max_len", max_len)
+        d_ff = 4 * self.d_model if d_ff is None else check_int("d_ff", d_ff)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads must divide d_model={self.d_model}, got n_heads={self.n_heads}")
+        head_dim = self.d_model // self.n_heads
+        shaw = check_int("shaw_max_distance", shaw_max_distance) if self.scheme == "shaw" else None
+
+        self.embed = nn.Embedding(self.vocab_size, self.d_model)
+        self.positional: nn.Module | None = None
+        if self.scheme == "sinusoidal":
+            self.positional = SinusoidalPositionalEncoding(self.d_model, max_len=SINUSOIDAL_TABLE_LEN)
+        elif self.scheme == "learned":
+            self.positional = LearnedPositionalEmbedding(self.max_len, self.d_model)
+        elif self.scheme == "rope":
+            if head_dim % 2:
+                raise ValueError(f"scheme='rope' needs an even head_dim, got d_model/n_heads={head_dim}")
+            from .rotary import RotaryEmbedding
+
+            # RoFormer's interleaved pairing; the scores are the same as with the half
+            # layout up to a fixed permutation of the q/k projection weights
+            self.positional = RotaryEmbedding(head_dim, layout="interleaved")
+        elif self.scheme == "t5":
+            self.positional = T5RelativeBias(
+                self.n_heads,
+                bidirectional=False,
+                num_buckets=t5_num_buckets,
+                max_distance=t5_max_distance,
+            )
+        self.blocks = nn.ModuleList(_Block(self.d_model, self.n_heads, d_ff, shaw) for _ in range(self.n_layers))
+        self.norm = nn.LayerNorm(self.d_model)
+        self.head = nn.Linear(self.d_model, self.vocab_size)
+
+    def scheme_parameters(self) -> int:
+        """Trainable parameters that belong to the positional scheme (0 for fixed schemes)."""
+        n = 0 if self.positional is None else count_parameters(self.positional)
+        return n + sum(count_parameters(b.shaw) for b in self.blocks if b.shaw is not None)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
+            shape = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+            raise ValueError(f"tokens must be an integer tensor of shape (batch, seq), got {shape}")
+        seq = tokens.shape[1]
+        x = self.embed(tokens)
+        bias = rotary = None
+        if self.scheme in ("sinusoidal", "learned"):
+            x = self.positional(x)
+        elif self.scheme == "rope":
+            rotary = self.positional
+        elif self.scheme == "alibi":
+            bias = alibi_bias(self.n_heads, seq).to(x.device)
+        elif self.scheme == "t5":
+            bias = self.positional(seq)
+        for block in self.blocks:
+            x = block(x, bias, rotary)
+        return self.head(self.norm(x))
+
+    def extra_repr(self) -> str:
+        return f"scheme={self.scheme!r}"
