@@ -79,10 +79,6 @@ _OPTIONAL = {
 # keys of a Hugging Face rope_parameters dict that carry no scaling information
 _IGNORED = ("type", "rope_type", "rope_theta", "partial_rotary_factor")
 
-# Elements per block in the half-layout kernel: the block and its output stay in the L2
-# cache between the four passes over it, so the tensor crosses memory once each way.
-_HALF_BLOCK_ELEMENTS = 1 << 15
-
 
 # ----------------------------------------------------------------------------- checks
 
@@ -364,9 +360,15 @@ def _broadcast_tables(t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- kernels
 
 
-def _rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Complex multiply: pairs (2j, 2j+1) are complex numbers, multiplied by exp(i angle)."""
-    rot = torch.complex(cos, sin)
+def _rotate_interleaved(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rot: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Complex multiply: pairs (2j, 2j+1) are complex numbers, multiplied by exp(i angle).
+
+    The product is the only full-size allocation; ``view_as_real`` and ``flatten`` are views.
+    """
+    if rot is None:
+        rot = torch.complex(cos, sin)
     try:
         xc = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
     except RuntimeError:  # strides not compatible with a complex view
@@ -374,54 +376,38 @@ def _rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -
     return torch.view_as_real(xc * _broadcast_tables(rot, x)).flatten(-2)
 
 
-def _rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Half layout, written into one freshly allocated output.
+def _rotate_half(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cos2: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Half layout in three full-tensor passes and one allocation.
 
-    ``out1 = x1 cos - x2 sin`` and ``out2 = x2 cos + x1 sin`` with ``x1, x2`` the two
-    halves. The four passes run block by block over the leading axes so that each block
-    stays in cache between them.
+    ``out = x * [cos | cos]`` (the only allocation), then ``out1 -= x2 * sin`` and
+    ``out2 += x1 * sin`` in place on the two halves of ``out``. Hugging Face's
+    ``x * cos + rotate_half(x) * sin`` makes five full-size temporaries instead. Fewer,
+    larger operations also matter on a busy machine: every operation is a
+    synchronisation point of the intra-op threads.
     """
     half = x.shape[-1] // 2
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    cos = _broadcast_tables(cos, x)
+    if cos2 is None:
+        cos2 = torch.cat([cos, cos], dim=-1)
+    cos2 = _broadcast_tables(cos2, x)
     sin = _broadcast_tables(sin, x)
-    # flatten the leading axes into blocks when the tables do not depend on them
-    if cos.ndim == 2 and x.ndim >= 3:
-        lead = math.prod(x.shape[:-2])
-        per_row = x.shape[-2] * x.shape[-1]
-        rows = max(1, min(lead, _HALF_BLOCK_ELEMENTS // max(per_row, 1)))
-        try:
-            xv = x.view(lead, *x.shape[-2:])
-        except RuntimeError:
-            xv = x.reshape(lead, *x.shape[-2:])
-        ov = out.view(lead, *x.shape[-2:])
-        if rows == 1 and per_row > _HALF_BLOCK_ELEMENTS:
-            # long sequences: block along the sequence axis instead
-            seq_block = max(1, _HALF_BLOCK_ELEMENTS // x.shape[-1])
-            for i in range(lead):
-                for s in range(0, x.shape[-2], seq_block):
-                    sl = slice(s, s + seq_block)
-                    _half_kernel(xv[i, sl], ov[i, sl], cos[sl], sin[sl], half)
-            return out
-        for i in range(0, lead, rows):
-            _half_kernel(xv[i : i + rows], ov[i : i + rows], cos, sin, half)
-        return out
-    _half_kernel(x, out, cos, sin, half)
+    out = torch.mul(x, cos2)
+    out[..., :half].addcmul_(x[..., half:], sin, value=-1.0)
+    out[..., half:].addcmul_(x[..., :half], sin)
     return out
 
 
-def _half_kernel(x: torch.Tensor, out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, half: int) -> None:
-    x1, x2 = x[..., :half], x[..., half:]
-    o1, o2 = out[..., :half], out[..., half:]
-    torch.mul(x1, cos, out=o1)
-    o1.addcmul_(x2, sin, value=-1)
-    torch.mul(x2, cos, out=o2)
-    o2.addcmul_(x1, sin)
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+def _rotate(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rot: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Rotate ``x`` (16-bit inputs in float32). ``rot`` is an optional cached table:
+    ``cos + i sin`` (interleaved) or ``[cos | cos]`` (half)."""
     work = x if x.dtype in (torch.float32, torch.float64) else x.to(torch.float32)
-    out = _rotate_half(work, cos, sin) if layout == "half" else _rotate_interleaved(work, cos, sin)
+    if layout == "half":
+        out = _rotate_half(work, cos, sin, rot)
+    else:
+        out = _rotate_interleaved(work, cos, sin, rot)
     return out if out.dtype == x.dtype else out.to(x.dtype)
 
 
@@ -529,6 +515,7 @@ class RotaryEmbedding(nn.Module):
 
     cos_cached: torch.Tensor
     sin_cached: torch.Tensor
+    rot_cached: torch.Tensor
 
     def __init__(
         self,
@@ -550,12 +537,20 @@ class RotaryEmbedding(nn.Module):
         max_len = check_int("max_len", max_len)
         self.register_buffer("cos_cached", torch.empty(0, self.head_dim // 2), persistent=False)
         self.register_buffer("sin_cached", torch.empty(0, self.head_dim // 2), persistent=False)
+        # the table the kernel of the layout reads: cos + i sin, or [cos | cos]
+        self.register_buffer("rot_cached", torch.empty(0), persistent=False)
         self._build_cache(max_len, torch.device("cpu"))
 
     def _build_cache(self, length: int, device: torch.device) -> None:
         pos = torch.arange(length, dtype=torch.float64, device=device)
         cos, sin = _tables(pos, self.inv_freq, self.attention_factor, torch.float32)
         self.cos_cached, self.sin_cached = cos, sin
+        self.rot_cached = self._rotation_table(cos, sin)
+
+    def _rotation_table(self, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        if self.layout == "interleaved":
+            return torch.complex(cos, sin)
+        return torch.cat([cos, cos], dim=-1)
 
     def _cached(self, length: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         if (
@@ -567,13 +562,10 @@ class RotaryEmbedding(nn.Module):
             self._build_cache(1 << max(n - 1, 1).bit_length(), device)
         return self.cos_cached, self.sin_cached
 
-    def tables(
-        self, x: torch.Tensor, positions: object = None, offset: int = 0
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The cos and sin tables ``forward`` uses for ``x``: ``(seq, hd/2)`` or ``(batch, seq, hd/2)``.
-
-        Values include YaRN's attention factor. Float32, or float64 for float64 ``x``.
-        """
+    def _lookup(
+        self, x: torch.Tensor, positions: object, offset: int
+    ) -> tuple[torch.Tensor, torch.Tensor, slice | torch.Tensor | None]:
+        """cos, sin, and the index into the cache they came from (``None`` if computed afresh)."""
         x = _check_x(x, self.head_dim)
         offset = check_int("offset", offset, minimum=0)
         seq = x.shape[-2]
@@ -586,7 +578,8 @@ class RotaryEmbedding(nn.Module):
                 dynamic and offset + seq > self.scaling["original_max_position_embeddings"]
             ):
                 cos, sin = self._cached(offset + seq, x.device)
-                return cos[offset : offset + seq], sin[offset : offset + seq]
+                index = slice(offset, offset + seq)
+                return cos[index], sin[index], index
             pos = torch.arange(offset, offset + seq, dtype=torch.float64, device=x.device)
         else:
             pos = _as_position_tensor(positions, x)
@@ -594,16 +587,37 @@ class RotaryEmbedding(nn.Module):
                 lo, hi = int(pos.min()), int(pos.max())
                 if lo >= 0:
                     cos, sin = self._cached(hi + 1, x.device)
-                    return cos[pos], sin[pos]
+                    return cos[pos], sin[pos], pos
         inv_freq = self.inv_freq
         if dynamic and pos.numel():
             seq_len = int(math.floor(float(pos.max()))) + 1
             inv_freq = rotary_frequencies(self.head_dim, base=self.base, scaling=self.scaling, seq_len=seq_len)
-        return _tables(pos, inv_freq, self.attention_factor, dtype)
+        cos, sin = _tables(pos, inv_freq, self.attention_factor, dtype)
+        return cos, sin, None
+
+    def tables(
+        self, x: torch.Tensor, positions: object = None, offset: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cos and sin tables ``forward`` uses for ``x``: ``(seq, hd/2)`` or ``(batch, seq, hd/2)``.
+
+        Values include YaRN's attention factor. Float32, or float64 for float64 ``x``.
+        """
+        cos, sin, _ = self._lookup(x, positions, offset)
+        return cos, sin
 
     def forward(self, x: torch.Tensor, positions: object = None, offset: int = 0) -> torch.Tensor:
-        cos, sin = self.tables(x, positions, offset)
-        return _rotate(x, cos, sin, self.layout)
+        cos, sin, index = self._lookup(x, positions, offset)
+        rotation = None
+        if index is not None:
+            if (
+                self.rot_cached.ndim != 2
+                or self.rot_cached.shape[0] != self.cos_cached.shape[0]
+                or self.rot_cached.device != x.device
+                or self.rot_cached.dtype not in (torch.complex64, torch.float32)
+            ):
+                self.rot_cached = self._rotation_table(self.cos_cached, self.sin_cached)
+            rotation = self.rot_cached[index]
+        return _rotate(x, cos, sin, self.layout, rotation)
 
     def extra_repr(self) -> str:
         s = f"head_dim={self.head_dim}, base={self.base:g}, layout={self.layout!r}"

@@ -432,3 +432,14 @@ def test_bad_layout_scaling_and_x():
 def test_docstring_examples():
     result = doctest.testmod(posenc.rotary, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize("layout", posenc.rotary.ROTARY_LAYOUTS)
+def test_gradients_flow_through_both_layouts(layout):
+    rope = posenc.RotaryEmbedding(8, layout=layout)
+    x = torch.randn(2, 3, 8, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: rope(t, offset=5), (x,))
+    # the rotation is orthogonal, so the gradient of sum(y**2)/2 is x itself
+    y = rope(x, offset=7)
+    (0.5 * (y**2).sum()).backward()
+    torch.testing.assert_close(x.grad, x.detach(), rtol=1e-12, atol=1e-12)
