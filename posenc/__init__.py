@@ -53,6 +53,36 @@ __all__ += [
 ]
 
 # --- tabular (chapter 5) ---
+from .tabular import (  # noqa: E402
+    ColumnEmbedding,
+    FeatureTokenizer,
+    PeriodicEmbedding,
+    PiecewiseLinearEmbedding,
+    PiecewiseLinearEncoding,
+    SharedValueEmbedding,
+    TabularTransformer,
+    quantile_bins,
+)
+from .tabular_data import (  # noqa: E402
+    TabularSplit,
+    diabetes_split,
+    feature_identity_task,
+    fit_regressor,
+    high_frequency_task,
+    make_mlp,
+    permutation_gap,
+    r2_score,
+    run_seeds,
+    sklearn_baselines,
+    summarize,
+)
+
+__all__ += [
+    "ColumnEmbedding", "FeatureTokenizer", "PeriodicEmbedding", "PiecewiseLinearEmbedding",
+    "PiecewiseLinearEncoding", "SharedValueEmbedding", "TabularTransformer", "quantile_bins",
+    "TabularSplit", "diabetes_split", "feature_identity_task", "fit_regressor", "high_frequency_task",
+    "make_mlp", "permutation_gap", "r2_score", "run_seeds", "sklearn_baselines", "summarize",
+]
 
 # --- bias, models, tasks (chapter 6) ---
 from .bias import (  # noqa: E402
