@@ -75,6 +75,8 @@ from .tabular_data import (  # noqa: E402
     run_seeds,
     sklearn_baselines,
     summarize,
+    validation_split,
+    value_embedding_configs,
 )
 
 __all__ += [
@@ -82,6 +84,7 @@ __all__ += [
     "PiecewiseLinearEncoding", "SharedValueEmbedding", "TabularTransformer", "quantile_bins",
     "TabularSplit", "diabetes_split", "feature_identity_task", "fit_regressor", "high_frequency_task",
     "make_mlp", "permutation_gap", "r2_score", "run_seeds", "sklearn_baselines", "summarize",
+    "validation_split", "value_embedding_configs",
 ]
 
 # --- bias, models, tasks (chapter 6) ---

@@ -29,6 +29,8 @@ __all__ = [
     "run_seeds",
     "sklearn_baselines",
     "summarize",
+    "validation_split",
+    "value_embedding_configs",
 ]
 
 
@@ -255,9 +257,15 @@ def run_seeds(
     configs: Mapping[str, Callable[[], nn.Module]],
     data: TabularSplit,
     seeds: Iterable[int],
+    *,
+    metric: str | None = "test_r2",
     **fit_kwargs: object,
-) -> dict[str, np.ndarray]:
-    """Train every configuration once per seed; return the test R^2 values, ``(n_seeds,)`` per name.
+) -> dict[str, object]:
+    """Train every configuration once per seed and collect a metric over the seeds.
+
+    Returns, per configuration name, an array ``(n_seeds,)`` of ``metric`` (a key of
+    :func:`fit_regressor`'s result, by default the test R^2); with ``metric=None``, a dict
+    of such arrays for every key (so train and test scores come from the same runs).
 
     Example:
         >>> data = feature_identity_task(32, 32)
@@ -266,10 +274,12 @@ def run_seeds(
         (2,)
     """
     seeds = list(seeds)
-    return {
-        name: np.array([fit_regressor(make, data, seed=s, **fit_kwargs)["test_r2"] for s in seeds])
-        for name, make in configs.items()
-    }
+    out: dict[str, object] = {}
+    for name, make in configs.items():
+        runs = [fit_regressor(make, data, seed=s, **fit_kwargs) for s in seeds]
+        table = {key: np.array([r[key] for r in runs]) for key in runs[0]}
+        out[name] = table if metric is None else table[metric]
+    return out
 
 
 def summarize(results: Mapping[str, object]) -> list[tuple[str, float, float]]:
@@ -322,3 +332,62 @@ def permutation_gap(model: nn.Module, x: torch.Tensor, permutation: object) -> f
         raise ValueError(f"permutation must be a permutation of range({x.shape[-1]}), got {perm.tolist()}")
     with torch.no_grad():
         return float((model(x) - model(x[:, perm])).abs().max())
+
+
+def validation_split(data: TabularSplit, n_validation: int) -> TabularSplit:
+    """Hold out the last ``n_validation`` training rows as a validation "test" set.
+
+    Use it to choose hyperparameters without looking at the real test rows. (The rows
+    keep the standardisation of ``data``, computed on all its training rows.)
+
+    Example:
+        >>> val = validation_split(diabetes_split(), 82)
+        >>> val.x_train.shape, val.x_test.shape
+        (torch.Size([250, 10]), torch.Size([82, 10]))
+    """
+    n = data.x_train.shape[0]
+    n_validation = check_int("n_validation", n_validation)
+    if n_validation >= n - 1:
+        raise ValueError(f"n_validation must be smaller than the {n} training rows minus one, got {n_validation}")
+    k = n - n_validation
+    return TabularSplit(
+        data.x_train[:k], data.y_train[:k], data.x_train[k:], data.y_train[k:], data.feature_names,
+        f"{data.name}, validation",
+    )
+
+
+def value_embedding_configs(
+    data: TabularSplit,
+    *,
+    sigma: float = 1.0,
+    n_frequencies: int = 8,
+    n_bins: int = 16,
+    d_model: int = 16,
+    n_layers: int = 1,
+) -> dict[str, Callable[[], nn.Module]]:
+    """The models compared in chapter 5: one transformer per value embedding, plus an MLP.
+
+    Every transformer gives each feature its own embedding weights (so identity is
+    never the problem) and differs only in how the value enters: ``"linear (FT)"``,
+    ``"periodic (PLR)"`` (``sigma``, ``n_frequencies``) and ``"piecewise-linear (Q-L)"``
+    (``n_bins`` quantile bins of the training rows). ``"MLP"`` is :func:`make_mlp`.
+
+    Example:
+        >>> sorted(value_embedding_configs(feature_identity_task(32, 8)))
+        ['MLP', 'linear (FT)', 'periodic (PLR)', 'piecewise-linear (Q-L)']
+    """
+    from .tabular import TabularTransformer, quantile_bins
+
+    nf = data.n_features
+    bins = quantile_bins(data.x_train, n_bins)
+    common = dict(identity="per_feature", d_model=d_model, d_ffn=2 * d_model, n_layers=n_layers)
+
+    def transformer(value: str, **kw: object) -> Callable[[], nn.Module]:
+        return lambda: TabularTransformer(nf, value_embedding=value, **common, **kw)
+
+    return {
+        "linear (FT)": transformer("linear"),
+        "periodic (PLR)": transformer("periodic", sigma=sigma, n_frequencies=n_frequencies),
+        "piecewise-linear (Q-L)": transformer("piecewise", bins=bins),
+        "MLP": lambda: make_mlp(nf),
+    }
