@@ -50,6 +50,7 @@ represent the integer 257.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -379,22 +380,73 @@ def _rotate_interleaved(
 def _rotate_half(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cos2: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Half layout in three full-tensor passes and one allocation.
+    """Half layout: ``out1 = x1 cos - x2 sin``, ``out2 = x2 cos + x1 sin``, one allocation.
 
-    ``out = x * [cos | cos]`` (the only allocation), then ``out1 -= x2 * sin`` and
-    ``out2 += x1 * sin`` in place on the two halves of ``out``. Hugging Face's
-    ``x * cos + rotate_half(x) * sin`` makes five full-size temporaries instead. Fewer,
-    larger operations also matter on a busy machine: every operation is a
-    synchronisation point of the intra-op threads.
+    Three passes: ``out = x * [cos | cos]`` (the only allocation), then ``out1 -= x2 * sin``
+    and ``out2 += x1 * sin`` in place on the two halves of ``out``. Hugging Face's
+    ``x * cos + rotate_half(x) * sin`` makes five full-size temporaries instead. Large
+    inputs that need no gradient go through :func:`_rotate_half_blocked`.
     """
     half = x.shape[-1] // 2
     if cos2 is None:
         cos2 = torch.cat([cos, cos], dim=-1)
+    if (
+        cos2.ndim == 2
+        and x.ndim >= 3
+        and x.device.type == "cpu"
+        and x.numel() >= _BLOCKED_MIN_ELEMENTS
+        and torch.get_num_threads() > 1
+        and not (torch.is_grad_enabled() and (x.requires_grad or cos2.requires_grad or sin.requires_grad))
+    ):
+        try:
+            xv = x.view(-1, *x.shape[-2:])
+        except RuntimeError:
+            xv = None
+        if xv is not None:
+            return _rotate_half_blocked(xv, cos2, sin, torch.get_num_threads()).view(x.shape)
     cos2 = _broadcast_tables(cos2, x)
     sin = _broadcast_tables(sin, x)
     out = torch.mul(x, cos2)
     out[..., :half].addcmul_(x[..., half:], sin, value=-1.0)
     out[..., half:].addcmul_(x[..., :half], sin)
+    return out
+
+
+# Blocked half-layout kernel: blocks small enough that each operation on them runs on
+# the calling thread (below torch's parallel grain of 32768 elements) and that a block
+# and its output stay in the core's cache between the three passes; the blocks are
+# shared out to torch.get_num_threads() Python threads (torch releases the GIL inside
+# its operations). The tensor then crosses memory once each way, as a copy does, and
+# the threads never wait for each other between operations.
+_BLOCKED_MIN_ELEMENTS = 1 << 18
+_BLOCK_ELEMENTS = (1 << 15) - 1  # one below torch's grain size: every operation runs serially
+
+
+def _rotate_half_blocked(x: torch.Tensor, cos2: torch.Tensor, sin: torch.Tensor, n_threads: int) -> torch.Tensor:
+    """``x`` is ``(lead, seq, head_dim)`` (any strides), tables ``(seq, ...)``; no autograd."""
+    lead, seq, dim = x.shape
+    half = dim // 2
+    out = torch.empty((lead, seq, dim), dtype=x.dtype, device=x.device)
+    rows = max(1, min(seq, _BLOCK_ELEMENTS // dim))
+    blocks = [(i, s) for i in range(lead) for s in range(0, seq, rows)]
+
+    def work(part: list[tuple[int, int]]) -> None:
+        for i, s in part:
+            e = s + rows
+            xb, ob, sb = x[i, s:e], out[i, s:e], sin[s:e]
+            torch.mul(xb, cos2[s:e], out=ob)
+            ob[:, :half].addcmul_(xb[:, half:], sb, value=-1.0)
+            ob[:, half:].addcmul_(xb[:, :half], sb)
+
+    n_threads = max(1, min(n_threads, len(blocks)))
+    step = -(-len(blocks) // n_threads)
+    parts = [blocks[j : j + step] for j in range(0, len(blocks), step)]
+    threads = [threading.Thread(target=work, args=(part,)) for part in parts[1:]]
+    for t in threads:
+        t.start()
+    work(parts[0])
+    for t in threads:
+        t.join()
     return out
 
 

@@ -443,3 +443,18 @@ def test_gradients_flow_through_both_layouts(layout):
     y = rope(x, offset=7)
     (0.5 * (y**2).sum()).backward()
     torch.testing.assert_close(x.grad, x.detach(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_blocked_half_kernel_is_bit_identical_to_the_plain_one(monkeypatch, contiguous):
+    torch.manual_seed(8)
+    x = torch.randn(3, 300, 5, 64)  # (batch, seq, heads, dim), 288,000 elements
+    x = x.transpose(1, 2).contiguous() if contiguous else x.transpose(1, 2)
+    rope = posenc.RotaryEmbedding(64)
+    with torch.no_grad():
+        fast = rope(x, offset=3)
+    monkeypatch.setattr(posenc.rotary, "_BLOCKED_MIN_ELEMENTS", 1 << 60)
+    assert torch.equal(fast, rope(x, offset=3))
+    cos, sin = rope.tables(x, offset=3)
+    hf = x * torch.cat([cos, cos], -1) + llama.rotate_half(x) * torch.cat([sin, sin], -1)
+    torch.testing.assert_close(fast, hf)
