@@ -119,3 +119,40 @@ __all__ += [
     "t5_relative_bucket",
     "train_model",
 ]
+
+# --- analysis (chapters 2-3) ---
+from .analysis import (  # noqa: E402
+    float32_encoding,
+    float32_row_error,
+    min_distance_by_length,
+    min_distance_float32,
+    min_pairwise_distance,
+    nearest_position,
+    offset_distance,
+    offset_dot_product,
+)
+from .plotting import plot_encoding_heatmap  # noqa: E402
+from .variants import (  # noqa: E402
+    fairseq_positions,
+    fairseq_sinusoidal_table,
+    tensor2tensor_frequencies,
+    tensor2tensor_timing_signal,
+    timing_signal,
+)
+
+__all__ += [
+    "fairseq_positions",
+    "fairseq_sinusoidal_table",
+    "float32_encoding",
+    "float32_row_error",
+    "min_distance_by_length",
+    "min_distance_float32",
+    "min_pairwise_distance",
+    "nearest_position",
+    "offset_distance",
+    "offset_dot_product",
+    "plot_encoding_heatmap",
+    "tensor2tensor_frequencies",
+    "tensor2tensor_timing_signal",
+    "timing_signal",
+]
