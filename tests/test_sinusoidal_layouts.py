@@ -269,3 +269,26 @@ def test_bad_arguments():
         fairseq_positions(np.array([[1.0, 2.0]]), 1)
     with pytest.raises(ValueError, match="tokens"):
         fairseq_positions(np.zeros((2, 2, 2), dtype=int), 1)
+
+
+# --- numbers quoted in chapter 2's prose and exercises ----------------------------------
+
+def test_chapter2_exercise_numbers():
+    pe2 = posenc.sinusoidal_encoding([2], 4)[0]
+    np.testing.assert_allclose(pe2, [0.909, -0.416, 0.020, 1.000], atol=5e-4)
+    assert list(posenc.layout_permutation(4)) == [0, 2, 1, 3]
+    ratio = tensor2tensor_frequencies(256) / posenc.sinusoidal_frequencies(512)
+    assert ratio.min() == pytest.approx(10000 ** (-1 / 256), rel=1e-12)
+    assert ratio.min() == pytest.approx(0.9647, abs=5e-5)
+    assert int(np.argmin(ratio)) == 255
+
+
+def test_chapter2_scaling_balance():
+    """Norm of the encoding for d = 512 and the expected token norms with/without sqrt(d)."""
+    d = 512
+    assert math.sqrt(d / 2) == 16.0
+    rng = np.random.default_rng(0)
+    tok = rng.normal(0.0, d**-0.5, size=(2000, d))
+    ratio = np.linalg.norm(tok, axis=1).mean() / math.sqrt(d / 2)
+    assert ratio == pytest.approx(1 / 16, rel=0.02)
+    assert ratio * math.sqrt(d) == pytest.approx(math.sqrt(2), rel=0.02)
