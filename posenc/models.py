@@ -208,6 +208,41 @@ class PositionalTransformer(nn.Module):
         n = 0 if self.positional is None else count_parameters(self.positional)
         return n + sum(count_parameters(b.shaw) for b in self.blocks if b.shaw is not None)
 
+    @torch.no_grad()
+    def position_attention(self, length: int | None = None) -> torch.Tensor:
+        """First-layer attention weights computed from the position vectors alone.
+
+        For the additive schemes (``"sinusoidal"``, ``"learned"``) the input of the first
+        layer is ``token + position``; feeding it the position vectors only (zero token
+        embeddings) isolates the position-to-position part of the attention pattern:
+        where each position looks before any content is taken into account. The causal
+        mask is applied.
+
+        Args:
+            length: number of positions (defaults to ``max_len``; at most ``max_len`` for
+                ``"learned"``).
+
+        Returns:
+            ``(n_heads, length, length)`` attention weights; each row sums to 1.
+
+        Example:
+            >>> m = PositionalTransformer(10, scheme="learned", max_len=6)
+            >>> m.position_attention().sum(-1).allclose(torch.ones(4, 6))
+            True
+        """
+        if self.scheme not in ("sinusoidal", "learned"):
+            raise ValueError(
+                f"position_attention needs an additive scheme ('sinusoidal' or 'learned'), got {self.scheme!r}"
+            )
+        length = self.max_len if length is None else check_int("length", length)
+        device = self.embed.weight.device
+        x = self.positional(torch.zeros(1, length, self.d_model, device=device))
+        attn = self.blocks[0].attn
+        q, k, _ = attn.qkv(self.blocks[0].norm1(x)).view(1, length, 3, self.n_heads, -1).permute(2, 0, 3, 1, 4)
+        scores = (q @ k.transpose(-2, -1))[0] / math.sqrt(q.shape[-1])
+        mask = torch.ones(length, length, dtype=torch.bool, device=device).tril()
+        return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
             shape = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__

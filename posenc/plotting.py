@@ -44,6 +44,69 @@ def book_style() -> Iterator[None]:
         yield
 
 
+# --- chapter 6: length extrapolation ---------------------------------------------------
+
+#: One colour and marker per positional scheme, shared by chapter 6's figures.
+SCHEME_STYLES: dict[str, dict[str, str]] = {
+    "none": {"color": "#7f7f7f", "marker": "o"},
+    "sinusoidal": {"color": "#1f77b4", "marker": "s"},
+    "learned": {"color": "#ff7f0e", "marker": "D"},
+    "rope": {"color": "#2ca02c", "marker": "^"},
+    "alibi": {"color": "#d62728", "marker": "v"},
+    "t5": {"color": "#9467bd", "marker": "P"},
+    "shaw": {"color": "#8c564b", "marker": "X"},
+}
+
+
+def plot_length_extrapolation(
+    ax,
+    summary: dict,
+    task: str,
+    schemes: list[str] | tuple[str, ...],
+    *,
+    factors: tuple[int, ...] = (1, 2, 4),
+    train_len: int = 16,
+    chance: float | None = None,
+) -> None:
+    """Accuracy against evaluation length, one line per scheme, error bars one std over seeds.
+
+    Args:
+        ax: a matplotlib ``Axes``.
+        summary: the output of :func:`posenc.training.summarize_trials`.
+        task: which task to draw.
+        schemes: which schemes, in legend order.
+        factors: evaluation lengths as multiples of ``train_len`` (log2 x-axis).
+        train_len: the training length (marked by a vertical line).
+        chance: draw a dotted line at this accuracy.
+
+    A scheme with no value at a length (learned embeddings past ``max_len``) simply has
+    no point there.
+    """
+    import math
+
+    for k, scheme in enumerate(schemes):
+        stats = summary[(task, scheme)]
+        jitter = 2 ** (0.03 * (k - (len(schemes) - 1) / 2))  # keep error bars apart
+        xs, ys, es = [], [], []
+        for f in factors:
+            mean, std, n = stats[f"acc_{f}x"]
+            if n:
+                xs.append(f * train_len * jitter)
+                ys.append(mean)
+                es.append(0.0 if math.isnan(std) else std)
+        style = SCHEME_STYLES.get(scheme, {})
+        ax.errorbar(xs, ys, yerr=es, capsize=3, label=scheme, linewidth=1.5, markersize=6, **style)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([f * train_len for f in factors], [f"{f * train_len}\n({f}x)" for f in factors])
+    ax.minorticks_off()
+    ax.axvline(train_len, color="black", linewidth=0.8, linestyle="--")
+    if chance is not None:
+        ax.axhline(chance, color="gray", linewidth=0.8, linestyle=":")
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("evaluation length (multiple of the training length)")
+    ax.set_ylabel("token accuracy")
+
+
 # --- chapters 2-3: the sinusoidal table as an image ------------------------------------
 
 

@@ -23,7 +23,7 @@ from ._checks import check_choice, check_int
 from .models import SCHEMES, PositionalTransformer, count_parameters
 from .tasks import TASKS, make_task_batch
 
-__all__ = ["RunConfig", "config_dict", "evaluate_accuracy", "run_trial", "train_model"]
+__all__ = ["RunConfig", "config_dict", "evaluate_accuracy", "run_trial", "score_keys", "summarize_trials", "train_model"]
 
 
 @dataclass(frozen=True)
@@ -269,3 +269,44 @@ def config_dict(config: RunConfig) -> dict:
     d = asdict(config)
     d["eval_factors"] = list(d["eval_factors"])
     return d
+
+
+def summarize_trials(
+    rows: list[dict],
+    *,
+    steps: int | None = None,
+    keys: tuple[str, ...] = ("acc_1x", "acc_2x", "acc_4x"),
+) -> dict[tuple[str, str], dict[str, tuple[float, float, int]]]:
+    """Mean, standard deviation (over seeds, ``ddof=1``) and count per task and scheme.
+
+    Args:
+        rows: result rows, each a dict with ``task``, ``scheme``, optionally ``steps``, and
+            the ``keys`` (``None`` or ``nan`` where the model could not run).
+        steps: keep only rows with this ``steps`` value (``None``: keep all).
+        keys: the metrics to summarise.
+
+    Returns:
+        ``{(task, scheme): {key: (mean, std, n)}}``, in the order the rows first name
+        them; ``(nan, nan, 0)`` where no seed has a value, std ``nan`` when ``n == 1``.
+
+    Example:
+        >>> rows = [{"task": "t", "scheme": "s", "acc_1x": a} for a in (0.5, 0.7)]
+        >>> summarize_trials(rows, keys=("acc_1x",))[("t", "s")]["acc_1x"]
+        (0.6, 0.14142135623730948, 2)
+    """
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        if steps is not None and row.get("steps") != steps:
+            continue
+        groups.setdefault((row["task"], row["scheme"]), []).append(row)
+    out = {}
+    for group, members in groups.items():
+        stats = {}
+        for key in keys:
+            values = [float(r[key]) for r in members if r.get(key) is not None and not math.isnan(float(r[key]))]
+            n = len(values)
+            mean = sum(values) / n if n else math.nan
+            std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else math.nan
+            stats[key] = (mean, std, n)
+        out[group] = stats
+    return out

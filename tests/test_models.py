@@ -141,3 +141,30 @@ def test_bad_input_rejected():
         posenc.make_task_batch("offset_copy", 2, 8, generator=0)
     with pytest.raises(ValueError, match="checkpoints"):
         posenc.run_trial("none", "offset_copy", 0, TINY, checkpoints=(0,))
+
+
+def test_position_attention_rows_and_errors():
+    torch.manual_seed(0)
+    model = posenc.PositionalTransformer(10, scheme="sinusoidal", max_len=8)
+    weights = model.position_attention(12)
+    assert weights.shape == (4, 12, 12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(4, 12))
+    assert torch.all(weights.triu(1) == 0)
+    with pytest.raises(ValueError, match="additive"):
+        posenc.PositionalTransformer(10, scheme="rope").position_attention(4)
+    with pytest.raises(ValueError, match="max_len"):
+        posenc.PositionalTransformer(10, scheme="learned", max_len=8).position_attention(9)
+
+
+def test_learned_table_on_fixed_retrieve_singles_out_the_read_position():
+    """The chapter's claim: trained on fixed retrieve, the table makes position 2 stand
+    out and the position-only attention of layer 1 points at it from every query."""
+    torch.set_num_threads(1)
+    r = posenc.run_trial("learned", "fixed_retrieve", 0, RunConfig(steps=300), keep_model=True)
+    w = r["model"].positional.weight.detach()
+    w = w / w.norm(dim=1, keepdim=True)
+    sim = w @ w.T
+    others = [i for i in range(16) if i != 2]
+    assert float(sim[2, others].max()) < -0.5  # position 2 points away from all others
+    attn = r["model"].position_attention()
+    assert float(attn.mean(0)[3:, 2].min()) > 0.9
