@@ -37,23 +37,19 @@ __all__ = [
 from .rotary import (  # noqa: E402
     RotaryEmbedding,
     apply_rotary,
-    attention_score_terms,
     normalize_scaling,
     rotary_attention_factor,
     rotary_frequencies,
     rotary_permutation,
-    train_offset_head,
 )
 
 __all__ += [
     "RotaryEmbedding",
     "apply_rotary",
-    "attention_score_terms",
     "normalize_scaling",
     "rotary_attention_factor",
     "rotary_frequencies",
     "rotary_permutation",
-    "train_offset_head",
 ]
 
 # --- tabular (chapter 5) ---
