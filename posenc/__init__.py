@@ -37,19 +37,23 @@ __all__ = [
 from .rotary import (  # noqa: E402
     RotaryEmbedding,
     apply_rotary,
+    attention_score_terms,
     normalize_scaling,
     rotary_attention_factor,
     rotary_frequencies,
     rotary_permutation,
+    train_offset_head,
 )
 
 __all__ += [
     "RotaryEmbedding",
     "apply_rotary",
+    "attention_score_terms",
     "normalize_scaling",
     "rotary_attention_factor",
     "rotary_frequencies",
     "rotary_permutation",
+    "train_offset_head",
 ]
 
 # --- tabular (chapter 5) ---
@@ -98,7 +102,7 @@ from .bias import (  # noqa: E402
 )
 from .models import SCHEMES, CausalSelfAttention, PositionalTransformer, count_parameters  # noqa: E402
 from .tasks import TASKS, TaskBatch, make_task_batch  # noqa: E402
-from .training import RunConfig, evaluate_accuracy, run_trial, summarize_trials, train_model  # noqa: E402
+from .training import RunConfig, evaluate_accuracy, run_trial, train_model  # noqa: E402
 
 __all__ += [
     "SCHEMES",
@@ -116,7 +120,6 @@ __all__ += [
     "make_task_batch",
     "relative_positions",
     "run_trial",
-    "summarize_trials",
     "t5_relative_bucket",
     "train_model",
 ]

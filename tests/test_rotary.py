@@ -458,3 +458,80 @@ def test_blocked_half_kernel_is_bit_identical_to_the_plain_one(monkeypatch, cont
     cos, sin = rope.tables(x, offset=3)
     hf = x * torch.cat([cos, cos], -1) + llama.rotate_half(x) * torch.cat([sin, sin], -1)
     torch.testing.assert_close(fast, hf)
+
+
+# ----------------------------------------------------- chapter 4 helpers and numbers
+
+
+def test_attention_score_terms_add_up_and_validate():
+    torch.manual_seed(9)
+    x, p = torch.randn(6, 8, dtype=torch.float64), torch.randn(6, 8, dtype=torch.float64)
+    wq, wk = torch.randn(4, 8, dtype=torch.float64), torch.randn(4, 8, dtype=torch.float64)
+    terms = posenc.attention_score_terms(x, p, wq, wk)
+    full = ((x + p) @ wq.T) @ ((x + p) @ wk.T).T / 2.0
+    torch.testing.assert_close(sum(terms.values()), full, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="same shape"):
+        posenc.attention_score_terms(x, p[:5], wq, wk)
+    with pytest.raises(ValueError, match="w_q and w_k"):
+        posenc.attention_score_terms(x, p, wq, wk[:, :7])
+    with pytest.raises(TypeError, match="tokens"):
+        posenc.attention_score_terms(x.numpy(), p, wq, wk)
+
+
+def test_identity_projection_keeps_position_terms_relative():
+    # with A = I the position-position term is PE(i).PE(j), a function of i - j only
+    p = torch.from_numpy(posenc.sinusoidal_encoding(20, 16))
+    eye = torch.eye(16, dtype=torch.float64)
+    pp = posenc.attention_score_terms(torch.zeros_like(p), p, eye, eye)["position-position"]
+    for k in range(-18, 19):
+        diag = pp.diagonal(k)
+        assert float((diag - diag[0]).abs().max()) < 1e-12
+
+
+def test_chapter_numbers_trained_offset_head():
+    # the chapter's claims: training makes the position-position term nearly relative,
+    # random projections do not; more content makes the task harder
+    torch.set_num_threads(1)
+    trained, acc = posenc.train_offset_head(32, 32, offset=1, lr=3e-2, content_scale=0.25, seed=0)
+    assert acc > 0.75
+    torch.manual_seed(1)
+    fresh = posenc.SelfAttention(32)
+    tokens = 0.25 * torch.randn(32, 32, generator=torch.Generator().manual_seed(2))
+    p = torch.from_numpy(posenc.sinusoidal_encoding(32, 32)).float()
+
+    def spread(head):
+        pp = posenc.attention_score_terms(tokens, p, head.w_q.weight.detach(), head.w_k.weight.detach())[
+            "position-position"
+        ].numpy()
+        return np.mean([np.diagonal(pp, -k).std() for k in range(1, 9)]) / pp.std()
+
+    assert spread(fresh) > 0.8 and spread(trained) < 0.3
+    _, acc_noisy = posenc.train_offset_head(32, 32, offset=1, lr=3e-2, content_scale=1.0, seed=0)
+    assert acc_noisy < 0.5 < acc
+    with pytest.raises(ValueError, match="offset"):
+        posenc.train_offset_head(8, 4, offset=4)
+
+
+def test_chapter_numbers_context_extension():
+    hd, base, L, s = 128, 500_000.0, 8192, 8
+    w = posenc.rotary_frequencies(hd, base=base)
+    wavelength = 2 * np.pi / w
+    methods = {
+        "linear": {"type": "linear", "factor": s},
+        "ntk": {"type": "ntk", "factor": s},
+        "yarn": {"type": "yarn", "factor": s, "original_max_position_embeddings": L},
+        "llama3": {"type": "llama3", "factor": s, "low_freq_factor": 1, "high_freq_factor": 4,
+                   "original_max_position_embeddings": L},
+    }
+    unseen = {}
+    for name, sc in methods.items():
+        w_new = posenc.rotary_frequencies(hd, base=base, scaling=sc)
+        unseen[name] = int(((wavelength > L) & (s * L * w_new > L * w * (1 + 1e-12))).sum())
+    assert unseen == {"linear": 0, "ntk": 28, "yarn": 0, "llama3": 0}
+    assert posenc.rotary_attention_factor(methods["yarn"]) == pytest.approx(0.1 * math.log(8) + 1)
+
+
+def test_chapter_numbers_low_precision_positions():
+    m = torch.arange(16_384)
+    assert m.bfloat16().unique().numel() == 1025 and m.half().unique().numel() == 5121
+    assert torch.tensor(257).bfloat16().item() == 256 and torch.tensor(2049).half().item() == 2048
