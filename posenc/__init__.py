@@ -102,7 +102,7 @@ from .bias import (  # noqa: E402
 )
 from .models import SCHEMES, CausalSelfAttention, PositionalTransformer, count_parameters  # noqa: E402
 from .tasks import TASKS, TaskBatch, make_task_batch  # noqa: E402
-from .training import RunConfig, evaluate_accuracy, run_trial, train_model  # noqa: E402
+from .training import RunConfig, evaluate_accuracy, run_trial, summarize_trials, train_model  # noqa: E402
 
 __all__ += [
     "SCHEMES",
@@ -120,6 +120,7 @@ __all__ += [
     "make_task_batch",
     "relative_positions",
     "run_trial",
+    "summarize_trials",
     "t5_relative_bucket",
     "train_model",
 ]
