@@ -210,7 +210,8 @@ def fit_regressor(
     lr: float = 3e-3,
     weight_decay: float = 1e-4,
     batch_size: int | None = None,
-) -> dict[str, float]:
+    return_model: bool = False,
+) -> dict[str, float] | tuple[dict[str, float], nn.Module]:
     """Seed torch, build a model, train it with AdamW on mean-squared error, and score it.
 
     Training is full-batch when ``batch_size`` is None (otherwise minibatches drawn with a
@@ -224,9 +225,11 @@ def fit_regressor(
         steps: optimiser steps.
         lr, weight_decay: AdamW settings.
         batch_size: rows per step, or None for the whole training set.
+        return_model: also return the trained model (in eval mode).
 
     Returns:
-        ``{"train_r2", "test_r2", "final_loss"}``.
+        ``{"train_r2", "test_r2", "final_loss"}``, or ``(that dict, model)`` with
+        ``return_model=True``.
     """
     steps = check_int("steps", steps)
     torch.manual_seed(seed)
@@ -250,7 +253,8 @@ def fit_regressor(
     with torch.no_grad():
         train_r2 = r2_score(data.y_train, model(data.x_train))
         test_r2 = r2_score(data.y_test, model(data.x_test))
-    return {"train_r2": train_r2, "test_r2": test_r2, "final_loss": float(loss.detach())}
+    scores = {"train_r2": train_r2, "test_r2": test_r2, "final_loss": float(loss.detach())}
+    return (scores, model) if return_model else scores
 
 
 def run_seeds(

@@ -349,6 +349,8 @@ def test_fit_regressor_is_deterministic():
     r1 = posenc.fit_regressor(make, data, seed=1, steps=20)
     r2 = posenc.fit_regressor(make, data, seed=1, steps=20)
     assert r1 == r2
+    r3, model = posenc.fit_regressor(make, data, seed=1, steps=20, return_model=True)
+    assert r3 == r1 and isinstance(model, TabularTransformer) and not model.training
 
 
 # ---------------------------------------------------------------- the chapter's headline numbers
