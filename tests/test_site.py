@@ -53,6 +53,7 @@ SOURCE_GLOBS = (
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
+    "--disable-dev-shm-usage",  # containers (CI) have a tiny /dev/shm
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
@@ -120,6 +121,7 @@ class SiteReport:
     math_problems: list[str] = field(default_factory=list)
     broken_links: list[str] = field(default_factory=list)
     theme_problems: list[str] = field(default_factory=list)
+    search_problems: list[str] = field(default_factory=list)
     n_images: int = 0
     n_formulas: int = 0
     n_internal_links: int = 0
@@ -337,8 +339,24 @@ def _crawl(browser, base: str, html: Path) -> SiteReport:
             hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
             for href in hrefs:
                 _check_link(href, name, base, html, rep, ids_cache, checked_links)
+        if theme == THEMES[0] and "search.html" in rep.pages:
+            _check_search(page, base, rep, current)
         context.close()
     return rep
+
+
+def _check_search(page, base, rep, current) -> None:
+    """The full-text search works offline: a query finds pages, and the hits open."""
+    current["name"] = "search.html?q=rotation"
+    page.goto(base + "search.html?q=rotation", wait_until="load")
+    try:
+        page.wait_for_selector("ul.search li a", timeout=PAGE_TIMEOUT_MS)
+    except Exception:  # noqa: BLE001 - reported as a failure below
+        rep.search_problems.append("searching for 'rotation' found nothing")
+        return
+    hits = page.eval_on_selector_all("ul.search li a", "els => els.map(e => e.href)")
+    if not any("04_rotations" in h for h in hits):
+        rep.search_problems.append(f"searching for 'rotation' misses chapter 4: {hits[:5]}")
 
 
 def _check_link(href, name, base, html, rep, ids_cache, checked) -> None:
@@ -405,6 +423,10 @@ def test_formulas_rendered_offline(report: SiteReport):
 
 def test_internal_links_and_anchors_resolve(report: SiteReport):
     assert not report.broken_links, _fmt(report.broken_links)
+
+
+def test_search_works_offline(report: SiteReport):
+    assert not report.search_problems, _fmt(report.search_problems)
 
 
 def test_dark_and_light_theme_applied(report: SiteReport):
