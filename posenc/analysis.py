@@ -153,6 +153,9 @@ def float32_encoding(positions: int | np.ndarray, d_model: int, *, base: float =
 def float32_row_error(positions: int | np.ndarray, d_model: int, *, base: float = 10000.0) -> np.ndarray:
     """Euclidean error ``|PE32(p) - PE(p)|`` of :func:`float32_encoding` per position.
 
+    The reference is the encoding evaluated in float64 (as ``pos * omega``), whose own
+    error, about ``1e-16``, is negligible next to the float32 error measured.
+
     Args:
         positions: an int ``n`` (positions ``0..n-1``) or a 1-D array of positions.
         d_model: encoding width.
@@ -166,13 +169,29 @@ def float32_row_error(positions: int | np.ndarray, d_model: int, *, base: float 
         True
     """
     pos = as_positions("positions", positions)
+    d_model = check_int("d_model", d_model)
     out = np.empty(pos.shape[0], dtype=np.float64)
     for s in range(0, pos.shape[0], _CHUNK):
-        p = pos[s : s + _CHUNK]
-        exact = torch.from_numpy(sinusoidal_encoding(p, d_model, base=base))
-        low = torch.from_numpy(float32_encoding(p, d_model, base=base)).to(torch.float64)
+        low, exact = _concatenated_tables(pos[s : s + _CHUNK], d_model, base)
         out[s : s + _CHUNK] = torch.linalg.vector_norm(low - exact, dim=1).numpy()
     return out
+
+
+def _concatenated_tables(pos: np.ndarray, d_model: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float32-computed and the float64 table, both as float64 ``[sin | cos]``.
+
+    Norms and distances do not depend on the column order, and the contiguous layout is
+    several times faster than interleaving. The float32 values equal those of
+    :func:`float32_encoding` exactly.
+    """
+    w = sinusoidal_frequencies(d_model, base=base)
+    half = d_model // 2
+    p64 = torch.from_numpy(pos)
+    a64 = p64[:, None] * torch.from_numpy(w)[None, :]
+    a32 = p64.to(torch.float32)[:, None] * torch.from_numpy(w).to(torch.float32)[None, :]
+    low = torch.cat([torch.sin(a32), torch.cos(a32[:, :half])], dim=1).to(torch.float64)
+    exact = torch.cat([torch.sin(a64), torch.cos(a64[:, :half])], dim=1)
+    return low, exact
 
 
 def min_distance_float32(lengths: np.ndarray, d_model: int, *, base: float = 10000.0) -> np.ndarray:
@@ -207,17 +226,22 @@ def min_distance_float32(lengths: np.ndarray, d_model: int, *, base: float = 100
     max_len = int(lengths.max())
     exact = offset_distance(np.arange(max_len, dtype=np.float64), d_model, base=base)  # exact[k]
     two_e = 2.0 * float32_row_error(max_len, d_model, base=base).max()
-    cache: dict[int, np.ndarray] = {}
-    result = np.empty(lengths.shape[0], dtype=np.float64)
-    for j, length in enumerate(lengths.tolist()):
+    # first pass: which offsets must be measured, and up to which length
+    needed: dict[int, int] = {}
+    per_length = []
+    for length in lengths.tolist():
         fmin = exact[1:length].min()
-        candidates = np.flatnonzero(exact[1:length] <= fmin + 2.0 * two_e) + 1
-        best = np.inf
-        for k in candidates.tolist():
-            if k not in cache:  # prefix minima of the pair distances at offset k
-                cache[k] = np.minimum.accumulate(_pair_distances_float32(max_len, k, d_model, base))
-            best = min(best, float(cache[k][length - k - 1]))
-        result[j] = best
+        candidates = (np.flatnonzero(exact[1:length] <= fmin + 2.0 * two_e) + 1).tolist()
+        per_length.append(candidates)
+        for k in candidates:
+            needed[k] = max(needed.get(k, 0), length)
+    # second pass: prefix minima of the pair distances at each needed offset
+    prefix = {
+        k: np.minimum.accumulate(_pair_distances_float32(upto, k, d_model, base)) for k, upto in needed.items()
+    }
+    result = np.empty(lengths.shape[0], dtype=np.float64)
+    for j, (length, candidates) in enumerate(zip(lengths.tolist(), per_length)):
+        result[j] = min(float(prefix[k][length - k - 1]) for k in candidates)
     return result
 
 
@@ -228,13 +252,13 @@ def _pair_distances_float32(max_len: int, k: int, d_model: int, base: float) -> 
     for s in range(0, n, _CHUNK):
         m = min(_CHUNK, n - s)
         if k < _CHUNK:  # one table covers both rows of every pair
-            rows = torch.from_numpy(float32_encoding(np.arange(s, s + m + k, dtype=np.float64), d_model, base=base))
+            rows, _ = _concatenated_tables(np.arange(s, s + m + k, dtype=np.float64), d_model, base)
             a, b = rows[:m], rows[k : k + m]
         else:
             p = np.arange(s, s + m, dtype=np.float64)
-            a = torch.from_numpy(float32_encoding(p, d_model, base=base))
-            b = torch.from_numpy(float32_encoding(p + k, d_model, base=base))
-        out[s : s + m] = torch.linalg.vector_norm(b.to(torch.float64) - a.to(torch.float64), dim=1).numpy()
+            a, _ = _concatenated_tables(p, d_model, base)
+            b, _ = _concatenated_tables(p + k, d_model, base)
+        out[s : s + m] = torch.linalg.vector_norm(b - a, dim=1).numpy()
     return out
 
 
