@@ -28,6 +28,7 @@ from .bias import ShawRelativePosition, T5RelativeBias, alibi_bias
 from .learned import LearnedPositionalEmbedding
 from .sinusoidal import SinusoidalPositionalEncoding
 
+#: The positional schemes accepted by :class:`PositionalTransformer`.
 SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi", "t5", "shaw")
 
 #: Length of the sinusoidal table built by :class:`PositionalTransformer` (the formula has

@@ -21,6 +21,7 @@ import torch
 
 from ._checks import check_choice, check_int
 
+#: The task names accepted by :func:`make_task_batch`.
 TASKS = ("offset_copy", "fixed_retrieve")
 
 __all__ = ["TASKS", "TaskBatch", "make_task_batch"]

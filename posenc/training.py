@@ -191,7 +191,7 @@ def run_trial(
         scheme: one of :data:`~posenc.models.SCHEMES`.
         task: one of :data:`~posenc.tasks.TASKS`.
         seed: seeds the initial weights, the training batches and the evaluation batches.
-        config: shared settings (defaults to :class:`RunConfig()`).
+        config: shared settings (defaults to ``RunConfig()``).
         checkpoints: earlier step counts at which to score the model as well (the same
             run, so a longer training budget costs nothing extra to compare).
         per_position: also return the accuracy at every position of every length.
