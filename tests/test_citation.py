@@ -179,8 +179,10 @@ def _chapter_problems(nb_path: Path) -> list[str]:
             problems.append(f"{name}: figure without ':name: fig-...'")
         if not re.search(r"^:alt: \S", opts, re.M):
             problems.append(f"{name}: figure without alt text")
-    # display equations: $$ ... $$ (eq-label)
-    for m in re.finditer(r"\$\$(.+?)\$\$([^\n]*)", text, re.S):
+    # display equations: $$ ... $$ (eq-label); steps inside a proof are linked through
+    # the labelled theorem they prove
+    outside_proofs = re.sub(r"```\{prf:proof\}.*?\n```", "", text, flags=re.S)
+    for m in re.finditer(r"\$\$(.+?)\$\$([^\n]*)", outside_proofs, re.S):
         if not re.match(r"\s*\(eq-[A-Za-z0-9_-]+\)", m.group(2)):
             problems.append(f"{name}: display equation without (eq-...) label: {m.group(1)[:50]!r}")
     for m in re.finditer(r"```\{math\}[^\n]*\n((?::[^\n]*\n)*)", text):
