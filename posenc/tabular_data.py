@@ -263,13 +263,16 @@ def run_seeds(
     seeds: Iterable[int],
     *,
     metric: str | None = "test_r2",
+    keep_models: bool = False,
     **fit_kwargs: object,
-) -> dict[str, object]:
+) -> dict[str, object] | tuple[dict[str, object], dict[str, list[nn.Module]]]:
     """Train every configuration once per seed and collect a metric over the seeds.
 
     Returns, per configuration name, an array ``(n_seeds,)`` of ``metric`` (a key of
     :func:`fit_regressor`'s result, by default the test R^2); with ``metric=None``, a dict
     of such arrays for every key (so train and test scores come from the same runs).
+    With ``keep_models=True`` it returns ``(results, models)``, where ``models[name]`` is
+    the list of trained models, one per seed.
 
     Example:
         >>> data = feature_identity_task(32, 32)
@@ -279,11 +282,14 @@ def run_seeds(
     """
     seeds = list(seeds)
     out: dict[str, object] = {}
+    models: dict[str, list[nn.Module]] = {}
     for name, make in configs.items():
-        runs = [fit_regressor(make, data, seed=s, **fit_kwargs) for s in seeds]
+        fitted = [fit_regressor(make, data, seed=s, return_model=True, **fit_kwargs) for s in seeds]
+        runs = [scores for scores, _ in fitted]
+        models[name] = [model for _, model in fitted]
         table = {key: np.array([r[key] for r in runs]) for key in runs[0]}
         out[name] = table if metric is None else table[metric]
-    return out
+    return (out, models) if keep_models else out
 
 
 def summarize(results: Mapping[str, object]) -> list[tuple[str, float, float]]:

@@ -351,6 +351,8 @@ def test_fit_regressor_is_deterministic():
     assert r1 == r2
     r3, model = posenc.fit_regressor(make, data, seed=1, steps=20, return_model=True)
     assert r3 == r1 and isinstance(model, TabularTransformer) and not model.training
+    results, models = posenc.run_seeds({"t": make}, data, [1], metric=None, steps=20, keep_models=True)
+    assert results["t"]["test_r2"][0] == r1["test_r2"] and len(models["t"]) == 1
 
 
 # ---------------------------------------------------------------- the chapter's headline numbers
@@ -384,3 +386,10 @@ def test_chapter_high_frequency_experiment_seed0():
     )
     assert per["test_r2"] > 0.95
     assert lin["test_r2"] < 0.7
+
+
+def test_chapter_diabetes_baselines():
+    data = posenc.diabetes_split()
+    base = posenc.sklearn_baselines(data, seeds=[0])
+    assert 0.3 < float(base["ridge"][0]) < 0.45  # the chapter's reference point on this split
+    assert 0.25 < float(base["gradient boosting"][0]) < 0.45
