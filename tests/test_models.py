@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -168,3 +170,53 @@ def test_learned_table_on_fixed_retrieve_singles_out_the_read_position():
     assert float(sim[2, others].max()) < -0.5  # position 2 points away from all others
     attn = r["model"].position_attention()
     assert float(attn.mean(0)[3:, 2].min()) > 0.9
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "results" / "alternatives.json"
+
+
+def _saved():
+    return json.loads(RESULTS.read_text())
+
+
+def test_saved_results_cover_the_grid_and_learned_cannot_run_past_max_len():
+    saved = _saved()
+    final = [r for r in saved["rows"] if r["steps"] == saved["config"]["steps"]]
+    assert {(r["task"], r["scheme"]) for r in final} == {(t, s) for t in posenc.TASKS for s in posenc.SCHEMES}
+    assert len({r["seed"] for r in final}) >= 3
+    for r in final:
+        if r["scheme"] == "learned":
+            assert r["acc_2x"] is None and r["acc_4x"] is None and r["acc_1x"] is not None
+        else:
+            assert None not in (r["acc_1x"], r["acc_2x"], r["acc_4x"])
+
+
+def test_saved_results_support_the_chapter_text():
+    saved = _saved()
+    s = posenc.summarize_trials(saved["rows"], steps=saved["config"]["steps"])
+    acc = lambda task, scheme, f: s[(task, scheme)][f"acc_{f}x"][0]
+    # offset copy: Shaw extrapolates perfectly, sinusoidal does not
+    assert acc("offset_copy", "shaw", 4) == 1.0
+    assert acc("offset_copy", "sinusoidal", 1) == 1.0 and acc("offset_copy", "sinusoidal", 2) < 0.6
+    assert acc("offset_copy", "rope", 2) == 1.0 and acc("offset_copy", "rope", 4) < 0.8
+    assert acc("offset_copy", "alibi", 1) < 0.8
+    assert 1 / 16 * 3 < acc("offset_copy", "none", 1) < 0.6  # NoPE: well above chance
+    # fixed retrieve: sinusoidal holds; T5 and Shaw nearly solve it; RoPE fails beyond 1x
+    assert acc("fixed_retrieve", "sinusoidal", 4) > 0.98
+    assert min(acc("fixed_retrieve", s_, 4) for s_ in ("t5", "shaw")) > 0.9
+    assert acc("fixed_retrieve", "rope", 1) > 0.98 and acc("fixed_retrieve", "rope", 4) < 0.7
+    # learned equals sinusoidal in distribution
+    for task in posenc.TASKS:
+        assert acc(task, "learned", 1) == acc(task, "sinusoidal", 1) == 1.0
+
+
+def test_saved_results_reproduce_one_row():
+    """A re-run of one saved row (300-step checkpoint) gives the same rounded accuracies."""
+    torch.set_num_threads(1)
+    saved = _saved()
+    row = next(r for r in saved["rows"]
+               if (r["task"], r["scheme"], r["seed"], r["steps"]) == ("offset_copy", "t5", 0, 300))
+    cfg = RunConfig(**{**saved["config"], "eval_factors": tuple(saved["config"]["eval_factors"]), "steps": 300})
+    r = posenc.run_trial("t5", "offset_copy", 0, cfg)
+    for key in ("acc_1x", "acc_2x", "acc_4x"):
+        assert round(r[key], 4) == row[key]
