@@ -427,16 +427,21 @@ def _rotate_half_blocked(x: torch.Tensor, cos2: torch.Tensor, sin: torch.Tensor,
     lead, seq, dim = x.shape
     half = dim // 2
     out = torch.empty((lead, seq, dim), dtype=x.dtype, device=x.device)
-    rows = max(1, min(seq, _BLOCK_ELEMENTS // dim))
-    blocks = [(i, s) for i in range(lead) for s in range(0, seq, rows)]
+    pieces = -(-seq * dim // _BLOCK_ELEMENTS)  # blocks per sequence, equal sizes
+    rows = -(-seq // pieces)
+    starts = range(0, seq, rows)
+    tables = {s: (cos2[s : s + rows], sin[s : s + rows]) for s in starts}
+    x1, x2, o1, o2 = x[..., :half], x[..., half:], out[..., :half], out[..., half:]
+    blocks = [(i, s) for i in range(lead) for s in starts]
 
     def work(part: list[tuple[int, int]]) -> None:
+        mul = torch.mul
         for i, s in part:
             e = s + rows
-            xb, ob, sb = x[i, s:e], out[i, s:e], sin[s:e]
-            torch.mul(xb, cos2[s:e], out=ob)
-            ob[:, :half].addcmul_(xb[:, half:], sb, value=-1.0)
-            ob[:, half:].addcmul_(xb[:, :half], sb)
+            c2, sn = tables[s]
+            mul(x[i, s:e], c2, out=out[i, s:e])
+            o1[i, s:e].addcmul_(x2[i, s:e], sn, value=-1.0)
+            o2[i, s:e].addcmul_(x1[i, s:e], sn)
 
     n_threads = max(1, min(n_threads, len(blocks)))
     step = -(-len(blocks) // n_threads)
