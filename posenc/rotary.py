@@ -396,6 +396,7 @@ def _rotate_half(
         and x.device.type == "cpu"
         and x.numel() >= _BLOCKED_MIN_ELEMENTS
         and torch.get_num_threads() > 1
+        and math.prod(x.shape[:-2]) >= torch.get_num_threads()
         and not (torch.is_grad_enabled() and (x.requires_grad or cos2.requires_grad or sin.requires_grad))
     ):
         try:
@@ -412,44 +413,89 @@ def _rotate_half(
     return out
 
 
-# Blocked half-layout kernel: blocks small enough that each operation on them runs on
-# the calling thread (below torch's parallel grain of 32768 elements) and that a block
-# and its output stay in the core's cache between the three passes; the blocks are
-# shared out to torch.get_num_threads() Python threads (torch releases the GIL inside
-# its operations). The tensor then crosses memory once each way, as a copy does, and
-# the threads never wait for each other between operations.
+# Blocked half-layout kernel. The three passes run block by block: a block is small
+# enough that each operation on it stays below torch's parallel grain (32768 elements),
+# so it runs on the calling thread, and that the block and its output stay in the
+# core's cache between the passes. The tensor then crosses memory once each way, as a
+# copy does. The blocks are shared out to torch.get_num_threads() threads: with
+# TorchScript's fork (the loops run in C++, without the GIL) where available, else with
+# Python threads (torch releases the GIL inside each operation, but not between them).
 _BLOCKED_MIN_ELEMENTS = 1 << 18
 _BLOCK_ELEMENTS = (1 << 15) - 1  # one below torch's grain size: every operation runs serially
+
+
+def _half_blocks(
+    x: torch.Tensor, out: torch.Tensor, cos2: torch.Tensor, sin: torch.Tensor, lo: int, hi: int, rows: int
+) -> int:
+    """Rotate rows ``lo:hi`` of ``x`` (``(lead, seq, dim)``) into ``out``, ``rows`` positions at a time."""
+    seq = x.size(1)
+    half = x.size(2) // 2
+    for i in range(lo, hi):
+        s = 0
+        while s < seq:
+            e = min(s + rows, seq)
+            xb = x[i, s:e]
+            ob = out[i, s:e]
+            sn = sin[s:e]
+            torch.mul(xb, cos2[s:e], out=ob)
+            ob[:, :half].addcmul_(xb[:, half:], sn, value=-1.0)
+            ob[:, half:].addcmul_(xb[:, :half], sn)
+            s = e
+    return 0
+
+
+def _half_blocks_parallel(
+    x: torch.Tensor, out: torch.Tensor, cos2: torch.Tensor, sin: torch.Tensor, rows: int, n: int
+) -> int:
+    lead = x.size(0)
+    step = (lead + n - 1) // n
+    futures = [
+        torch.jit.fork(_half_blocks, x, out, cos2, sin, j * step, min(lead, (j + 1) * step), rows)
+        for j in range(1, n)
+    ]
+    _half_blocks(x, out, cos2, sin, 0, min(lead, step), rows)
+    for f in futures:
+        torch.jit.wait(f)
+    return 0
+
+
+_compiled: dict[str, Any] = {}
+
+
+def _scripted_blocks() -> Any:
+    """The TorchScript version of :func:`_half_blocks_parallel`, compiled once; None if unavailable."""
+    if "fn" not in _compiled:
+        try:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch.jit.script is deprecated in recent torch
+                torch.jit.script(_half_blocks)
+                _compiled["fn"] = torch.jit.script(_half_blocks_parallel)
+        except Exception:  # pragma: no cover - torch without TorchScript
+            _compiled["fn"] = None
+    return _compiled["fn"]
 
 
 def _rotate_half_blocked(x: torch.Tensor, cos2: torch.Tensor, sin: torch.Tensor, n_threads: int) -> torch.Tensor:
     """``x`` is ``(lead, seq, head_dim)`` (any strides), tables ``(seq, ...)``; no autograd."""
     lead, seq, dim = x.shape
-    half = dim // 2
     out = torch.empty((lead, seq, dim), dtype=x.dtype, device=x.device)
-    pieces = -(-seq * dim // _BLOCK_ELEMENTS)  # blocks per sequence, equal sizes
+    pieces = -(-seq * dim // _BLOCK_ELEMENTS)  # blocks per sequence, of equal sizes
     rows = -(-seq // pieces)
-    starts = range(0, seq, rows)
-    tables = {s: (cos2[s : s + rows], sin[s : s + rows]) for s in starts}
-    x1, x2, o1, o2 = x[..., :half], x[..., half:], out[..., :half], out[..., half:]
-    blocks = [(i, s) for i in range(lead) for s in starts]
-
-    def work(part: list[tuple[int, int]]) -> None:
-        mul = torch.mul
-        for i, s in part:
-            e = s + rows
-            c2, sn = tables[s]
-            mul(x[i, s:e], c2, out=out[i, s:e])
-            o1[i, s:e].addcmul_(x2[i, s:e], sn, value=-1.0)
-            o2[i, s:e].addcmul_(x1[i, s:e], sn)
-
-    n_threads = max(1, min(n_threads, len(blocks)))
-    step = -(-len(blocks) // n_threads)
-    parts = [blocks[j : j + step] for j in range(0, len(blocks), step)]
-    threads = [threading.Thread(target=work, args=(part,)) for part in parts[1:]]
+    n_threads = max(1, min(n_threads, lead))
+    scripted = _scripted_blocks()
+    if scripted is not None:
+        scripted(x, out, cos2, sin, rows, n_threads)
+        return out
+    step = -(-lead // n_threads)
+    threads = [
+        threading.Thread(target=_half_blocks, args=(x, out, cos2, sin, j, min(lead, j + step), rows))
+        for j in range(step, lead, step)
+    ]
     for t in threads:
         t.start()
-    work(parts[0])
+    _half_blocks(x, out, cos2, sin, 0, min(lead, step), rows)
     for t in threads:
         t.join()
     return out

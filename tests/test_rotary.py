@@ -446,13 +446,21 @@ def test_gradients_flow_through_both_layouts(layout):
 
 
 @pytest.mark.parametrize("contiguous", [True, False])
-def test_blocked_half_kernel_is_bit_identical_to_the_plain_one(monkeypatch, contiguous):
+@pytest.mark.parametrize("workers", ["torchscript", "python-threads"])
+def test_blocked_half_kernel_is_bit_identical_to_the_plain_one(monkeypatch, contiguous, workers):
     torch.manual_seed(8)
     x = torch.randn(3, 300, 5, 64)  # (batch, seq, heads, dim), 288,000 elements
     x = x.transpose(1, 2).contiguous() if contiguous else x.transpose(1, 2)
     rope = posenc.RotaryEmbedding(64)
+    if workers == "python-threads":
+        monkeypatch.setitem(posenc.rotary._compiled, "fn", None)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # the blocked kernel needs >= 2 threads
+    calls = []
+    blocked = posenc.rotary._rotate_half_blocked
+    monkeypatch.setattr(posenc.rotary, "_rotate_half_blocked", lambda *a: calls.append(1) or blocked(*a))
     with torch.no_grad():
         fast = rope(x, offset=3)
+    assert calls == ([1] if contiguous else [])  # a non-viewable input takes the plain path
     monkeypatch.setattr(posenc.rotary, "_BLOCKED_MIN_ELEMENTS", 1 << 60)
     assert torch.equal(fast, rope(x, offset=3))
     cos, sin = rope.tables(x, offset=3)
@@ -491,7 +499,15 @@ def test_identity_projection_keeps_position_terms_relative():
 def test_chapter_numbers_trained_offset_head():
     # the chapter's claims: training makes the position-position term nearly relative,
     # random projections do not; more content makes the task harder
-    torch.set_num_threads(1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the chapter trains on one thread
+    try:
+        _check_trained_offset_head()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _check_trained_offset_head():
     trained, acc = posenc.train_offset_head(32, 32, offset=1, lr=3e-2, content_scale=0.25, seed=0)
     assert acc > 0.75
     torch.manual_seed(1)
