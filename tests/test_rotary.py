@@ -551,3 +551,39 @@ def test_chapter_numbers_low_precision_positions():
     m = torch.arange(16_384)
     assert m.bfloat16().unique().numel() == 1025 and m.half().unique().numel() == 5121
     assert torch.tensor(257).bfloat16().item() == 256 and torch.tensor(2049).half().item() == 2048
+
+
+def test_chapter_numbers_translation_is_not_a_rotation():
+    rng = np.random.default_rng(0)
+    d = 64
+    rng.uniform(-1000, 10_000, 190), rng.uniform(-5000, 5000, 100)  # the chapter's earlier draws
+    x = rng.standard_normal(d)
+    pe = posenc.sinusoidal_encoding(512, d)
+    ratio = np.linalg.norm(x + pe, axis=1) / np.linalg.norm(x)
+    assert round(ratio.min(), 2) == 1.16 and round(ratio.max(), 2) == 1.45  # a rotation gives 1
+    assert np.linalg.norm(-pe[7] + pe[7]) == 0.0
+
+
+def test_chapter_numbers_bf16_angle_and_mixed_layouts():
+    w1 = float(posenc.rotary_frequencies(128)[1])
+    m = torch.tensor(10_000)
+    bf16_angle = (m.bfloat16() * torch.tensor(w1, dtype=torch.bfloat16)).double()
+    wrapped = (bf16_angle - 10_000 * w1 + math.pi) % (2 * math.pi) - math.pi
+    assert abs(float(wrapped)) > 0.5  # radians off at position 10,000
+    # the chapter's mixed-layout example: most-attended keys change for most queries
+    torch.manual_seed(4)
+    n_heads, hd, width, n = 2, 16, 32, 24
+    wq, wk = torch.randn(n_heads * hd, width), torch.randn(n_heads * hd, width)
+    xs = torch.randn(n, width)
+
+    def attention(wq, wk, layout):
+        q = (xs @ wq.T).view(n, n_heads, hd).transpose(0, 1)
+        k = (xs @ wk.T).view(n, n_heads, hd).transpose(0, 1)
+        rope = posenc.RotaryEmbedding(hd, layout=layout)
+        return torch.softmax(rope(q) @ rope(k).transpose(-1, -2) / math.sqrt(hd), dim=-1)
+
+    reference = attention(wq, wk, "interleaved")
+    perm = posenc.rotary_permutation(hd, n_heads)
+    torch.testing.assert_close(attention(wq[perm], wk[perm], "half"), reference, atol=1e-5, rtol=1e-5)
+    changed = (attention(wq, wk, "half").argmax(-1) != reference.argmax(-1)).float().mean().item()
+    assert changed > 0.5
