@@ -292,3 +292,35 @@ def test_chapter2_scaling_balance():
     ratio = np.linalg.norm(tok, axis=1).mean() / math.sqrt(d / 2)
     assert ratio == pytest.approx(1 / 16, rel=0.02)
     assert ratio * math.sqrt(d) == pytest.approx(math.sqrt(2), rel=0.02)
+
+
+def test_chapter2_wrong_exponent_numbers():
+    """The norms, rotation error and best-linear-map error quoted in chapter 2."""
+    d, n, k = 16, 400, 3
+    good, bad = posenc.sinusoidal_encoding(n, d), wrong_exponent(n, d)
+    norms = np.linalg.norm(bad, axis=1)
+    assert norms.min() == pytest.approx(2.306, abs=1e-3)
+    assert norms.max() == pytest.approx(3.363, abs=1e-3)
+    m = posenc.relative_rotation(k, d)
+    assert np.abs(good[:-k] @ m.T - good[k:]).max() < 1e-12
+    assert np.abs(bad[:-k] @ m.T - bad[k:]).max() == pytest.approx(1.625, abs=1e-3)
+    fit, *_ = np.linalg.lstsq(bad[:-k], bad[k:], rcond=None)
+    residual = bad[:-k] @ fit - bad[k:]
+    # least squares minimises the rms error over all matrices: no linear map does better
+    assert np.sqrt(np.mean(residual**2)) == pytest.approx(0.2490, abs=1e-3)
+    assert np.abs(residual).max() == pytest.approx(1.0936, abs=1e-3)
+
+
+def test_chapter2_table_of_posenc_calls():
+    """Each row of chapter 2's table of library tables, as the chapter states it."""
+    n, d = 20, 12
+    pos = np.arange(n)
+    np.testing.assert_array_equal(tensor2tensor_timing_signal(n, d), timing_signal(pos, d))
+    np.testing.assert_array_equal(
+        timing_signal(pos, d), timing_signal(pos, d, layout="interleaved")[:, posenc.layout_permutation(d)]
+    )
+    tokens = np.array([[7, 8, 9, 1], [5, 6, 7, 8]])
+    seq = tokens.shape[1]
+    looked_up = fairseq_sinusoidal_table(seq + 2, d, padding_idx=1)[fairseq_positions(tokens, 1)]
+    np.testing.assert_array_equal(looked_up[1], timing_signal(np.arange(2, seq + 2), d))
+    np.testing.assert_array_equal(looked_up[0, 3], 0.0)  # the padding token
