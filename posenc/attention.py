@@ -66,6 +66,18 @@ class SelfAttention(nn.Module):
         if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.d_model:
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"x must be a tensor of shape (batch, seq, {self.d_model}), got {shape}")
+        seq = x.shape[1]
+        if mask is not None:
+            if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+                got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+                raise TypeError(f"mask must be a boolean tensor (True = may attend) or None, got {got}")
+            if mask.shape != (seq, seq):
+                raise ValueError(f"mask must have shape (seq, seq) = ({seq}, {seq}), got {tuple(mask.shape)}")
+        if bias is not None:
+            if not isinstance(bias, torch.Tensor):
+                raise TypeError(f"bias must be a tensor of shape ({seq}, {seq}) or None, got {type(bias).__name__}")
+            if bias.shape[-2:] != (seq, seq):
+                raise ValueError(f"bias must end in shape (seq, seq) = ({seq}, {seq}), got {tuple(bias.shape)}")
         q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
         if bias is not None:

@@ -88,3 +88,44 @@ def test_uniform_causal_attention_leaks_position_through_the_norm():
     ratio = (causal[0] / causal[-1]).item()
     assert ratio == pytest.approx(n**0.5, rel=0.05)
     assert (bidir[0] / bidir[-1]).item() == pytest.approx(1.0, abs=0.05)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, name",
+    [
+        ({"mask": torch.ones(5, 5)}, TypeError, "mask"),  # float, not boolean
+        ({"mask": causal_mask(4)}, ValueError, "mask"),  # wrong length
+        ({"bias": torch.zeros(4, 5)}, ValueError, "bias"),
+        ({"bias": [[0.0] * 5] * 5}, TypeError, "bias"),
+    ],
+)
+def test_bad_mask_or_bias_names_the_argument(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        SelfAttention(4)(torch.zeros(1, 5, 4), **kwargs)
+
+
+def test_chapter1_sentence_vectors():
+    """Chapter 1's numbers: the encoder layer, embeddings and sentences built as in the notebook."""
+    from torch import nn
+
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        torch.manual_seed(0)
+        embed = nn.Embedding(4, 16)
+        a = torch.tensor([[0, 1, 2, 0, 3]])  # the cat chased the mouse
+        b = torch.tensor([[0, 3, 2, 0, 1]])  # the mouse chased the cat
+        layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True).eval()
+        pe = SinusoidalPositionalEncoding(16, max_len=32)
+        with torch.no_grad():
+            pooled = lambda t, pos: layer(pe(embed(t)) if pos else embed(t)).mean(1)
+            gap_without = (pooled(a, False) - pooled(b, False)).abs().max().item()
+            gap_with = (pooled(a, True) - pooled(b, True)).abs().max().item()
+            mask = nn.Transformer.generate_square_subsequent_mask(5)
+            causal_cat = (layer(embed(a), src_mask=mask, is_causal=True)[0, 1]
+                          - layer(embed(b), src_mask=mask, is_causal=True)[0, 4]).abs().max().item()
+    finally:
+        torch.set_default_dtype(old)
+    assert gap_without < 1e-12
+    assert gap_with == pytest.approx(0.218, abs=1e-3)  # glued as gap_with in the chapter
+    assert causal_cat == pytest.approx(0.290, abs=1e-3)  # "'cat' with a causal mask" in the chapter
