@@ -393,3 +393,18 @@ def test_chapter_diabetes_baselines():
     base = posenc.sklearn_baselines(data, seeds=[0])
     assert 0.3 < float(base["ridge"][0]) < 0.45  # the chapter's reference point on this split
     assert 0.25 < float(base["gradient boosting"][0]) < 0.45
+
+
+def test_chapter_diabetes_value_embeddings_do_not_beat_linear_or_ridge():
+    """Chapter 5, sec-tabular-real: on the diabetes table (3 seeds, 50 steps, sigma 0.1, 8 bins)
+    the periodic embedding does not beat the linear one and ridge beats every transformer."""
+    torch.set_num_threads(1)
+    data = posenc.diabetes_split(test_fraction=0.25, seed=0)
+    configs = posenc.value_embedding_configs(data, sigma=0.1, n_bins=8)
+    names = ["linear (FT)", "periodic (PLR)", "piecewise-linear (Q-L)"]
+    runs = posenc.run_seeds({n: configs[n] for n in names}, data, [0, 1, 2], steps=50, lr=3e-3)
+    mean = {n: float(np.mean(runs[n])) for n in names}
+    ridge = float(posenc.sklearn_baselines(data, [0])["ridge"][0])
+    assert mean["periodic (PLR)"] < mean["linear (FT)"]
+    assert ridge > max(mean.values())
+    assert mean["linear (FT)"] == pytest.approx(0.323, abs=2e-3)  # the chapter's glued tab-db-linear
