@@ -220,3 +220,18 @@ def test_saved_results_reproduce_one_row():
     r = posenc.run_trial("t5", "offset_copy", 0, cfg)
     for key in ("acc_1x", "acc_2x", "acc_4x"):
         assert round(r[key], 4) == row[key]
+
+
+def test_chapter6_quoted_settings_and_orderings():
+    """Numbers chapter 6 glues from the model settings, and orderings its text states."""
+    config = RunConfig()
+    assert config.model("shaw").blocks[0].shaw.max_distance == 8  # "clipping distance of 8"
+    omega = posenc.rotary_frequencies(config.d_model // config.n_heads)
+    assert omega[1] == pytest.approx(0.1) and 2 * math.pi / omega[1] == pytest.approx(62.83, abs=0.01)
+    saved = _saved()
+    s = posenc.summarize_trials(saved["rows"], steps=saved["config"]["steps"])
+    acc = lambda task, scheme, f: s[(task, scheme)][f"acc_{f}x"][0]
+    # offset copy at 4x: the sinusoidal model falls below every relative scheme, ALiBi included
+    assert acc("offset_copy", "sinusoidal", 4) < min(acc("offset_copy", x, 4) for x in ("rope", "t5", "shaw", "alibi"))
+    # fixed retrieve: ALiBi and NoPE stay far below the schemes that can address exact offsets
+    assert max(acc("fixed_retrieve", x, 1) for x in ("alibi", "none")) < 0.7
