@@ -133,6 +133,22 @@ def test_frequencies_match_transformers(name):
         assert posenc.rotary_attention_factor(our_scaling(name)) == pytest.approx(ref_factor, rel=1e-12)
 
 
+def test_static_ntk_matches_transformers_dynamic_ntk_at_the_equivalent_length():
+    """transformers has no static NTK; its dynamic NTK with factor a - 1 at length 2L uses
+    the base ``base * (2(a - 1) - (a - 2))**(d/(d-2)) = base * a**(d/(d-2))``, the static one."""
+    a = 8.0
+    cfg = LlamaConfig(
+        hidden_size=HEAD_DIM * 2,
+        num_attention_heads=2,
+        head_dim=HEAD_DIM,
+        max_position_embeddings=MAX_POSITION_EMBEDDINGS,
+        rope_parameters={"rope_theta": 10000.0, "rope_type": "dynamic", "factor": a - 1},
+    )
+    ref, _ = rope_utils.ROPE_INIT_FUNCTIONS["dynamic"](cfg, "cpu", seq_len=2 * MAX_POSITION_EMBEDDINGS)
+    ours = posenc.rotary_frequencies(HEAD_DIM, scaling={"type": "ntk", "factor": a})
+    np.testing.assert_allclose(ours, ref.double().numpy(), rtol=2e-6)
+
+
 def test_llama3_frequencies_with_llama31_parameters():
     # Llama 3.1: base 500000, factor 8, low 1, high 4, original 8192.
     ref, _ = hf_inv_freq("llama3", base=500000.0)
