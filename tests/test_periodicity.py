@@ -197,3 +197,24 @@ def test_chapter3_fast_and_slow_bands():
     fast, slow = errs
     assert np.mean(fast == 0) > 0.85 and np.mean(fast > 100) > 0.005 and fast.max() > 1000
     assert np.mean(slow == 0) < 0.02 and 100 < np.median(slow) < 250 and slow.max() < 1200
+
+
+def test_chapter3_middle_band_exercise():
+    """Exercise 4: the middle band at the chapter's noise level is graded, with no far-off errors."""
+    d, L, sigma = 64, 2048, 0.4
+    rng = np.random.default_rng(0)
+    table = posenc.sinusoidal_encoding(L, d)
+    true = rng.integers(0, L, 3000)
+    cols = np.arange(24, 40)
+    noisy = table[true][:, cols] + np.random.default_rng(1).normal(0.0, sigma, (true.size, cols.size))
+    err = np.abs(nearest_position(noisy, table[:, cols]) - true)
+    assert 0.02 < np.mean(err == 0) < 0.2 and 2 <= np.median(err) <= 20 and err.max() < 100
+    lam = 2 * np.pi / posenc.sinusoidal_frequencies(d)[12:20]
+    assert lam.max() == pytest.approx(1490.0, abs=1.0)
+
+
+def test_chapter3_float32_changes_minimum_distance_by_under_half_a_percent():
+    for d in (8, 64, 512):
+        exact = min_distance_by_length(100_000, d)[100_000]
+        single = min_distance_float32(np.array([100_000]), d)[0]
+        assert abs(single - exact) / exact < 0.005, d
