@@ -460,20 +460,31 @@ def _half_blocks_parallel(
 
 
 _compiled: dict[str, Any] = {}
+_compile_lock = threading.Lock()
 
 
 def _scripted_blocks() -> Any:
-    """The TorchScript version of :func:`_half_blocks_parallel`, compiled once; None if unavailable."""
-    if "fn" not in _compiled:
-        try:
-            import warnings
+    """The TorchScript version of :func:`_half_blocks_parallel`, compiled once; None if unavailable.
 
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # torch.jit.script is deprecated in recent torch
-                torch.jit.script(_half_blocks)
-                _compiled["fn"] = torch.jit.script(_half_blocks_parallel)
-        except Exception:  # pragma: no cover - torch without TorchScript
-            _compiled["fn"] = None
+    ``torch.jit.script`` is deprecated (torch >= 2.9 warns) but still the only way to run
+    the blocks in C++ worker threads without the GIL; only that one warning is silenced.
+    If a future torch drops TorchScript, compilation fails and the Python-thread fallback
+    of :func:`_rotate_half_blocked` runs instead (same operations, same bits).
+    """
+    if "fn" not in _compiled:
+        with _compile_lock:  # one compilation, and warnings.catch_warnings is process-global
+            if "fn" not in _compiled:
+                try:
+                    import warnings
+
+                    with warnings.catch_warnings():
+                        warnings.filterwarnings(
+                            "ignore", message=r".*torch\.jit\.script.*deprecated", category=DeprecationWarning
+                        )
+                        torch.jit.script(_half_blocks)
+                        _compiled["fn"] = torch.jit.script(_half_blocks_parallel)
+                except Exception:  # pragma: no cover - torch without TorchScript
+                    _compiled["fn"] = None
     return _compiled["fn"]
 
 

@@ -484,6 +484,40 @@ def test_blocked_half_kernel_is_bit_identical_to_the_plain_one(monkeypatch, cont
     torch.testing.assert_close(fast, hf)
 
 
+def test_blocked_half_kernel_compiles_quietly_and_is_thread_safe(monkeypatch):
+    """Fresh compilation leaks no warning; concurrent callers get bit-identical results."""
+    import threading
+    import warnings
+
+    monkeypatch.setattr(posenc.rotary, "_compiled", {})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    torch.manual_seed(9)
+    x = torch.randn(2, 4, 256, 64)  # 131,072 elements: below the threshold, lowered next
+    monkeypatch.setattr(posenc.rotary, "_BLOCKED_MIN_ELEMENTS", 1 << 16)
+    rope = posenc.RotaryEmbedding(64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            first = rope(x)
+    assert [str(w.message) for w in caught] == []
+    assert posenc.rotary._compiled["fn"] is not None
+    results: list[torch.Tensor] = []
+
+    def work() -> None:
+        with torch.no_grad():
+            for _ in range(5):
+                results.append(rope(x))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 20 and all(torch.equal(r, first) for r in results)
+    monkeypatch.setattr(posenc.rotary, "_BLOCKED_MIN_ELEMENTS", 1 << 60)
+    assert torch.equal(first, rope(x))  # the plain path: same operations, same bits
+
+
 # ----------------------------------------------------- chapter 4 helpers and numbers
 
 
