@@ -248,6 +248,11 @@ class PositionalTransformer(nn.Module):
         if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
             shape = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
             raise ValueError(f"tokens must be an integer tensor of shape (batch, seq), got {shape}")
+        vocab = self.embed.num_embeddings
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab):
+            raise ValueError(
+                f"tokens must be ids in [0, vocab_size={vocab}), got values from {int(tokens.min())} to {int(tokens.max())}"
+            )
         seq = tokens.shape[1]
         x = self.embed(tokens)
         bias = rotary = None

@@ -133,6 +133,10 @@ def test_bad_input_rejected():
         posenc.PositionalTransformer(10, n_heads=0)
     with pytest.raises(ValueError, match="tokens"):
         posenc.PositionalTransformer(10)(torch.zeros(1, 4))
+    with pytest.raises(ValueError, match=r"tokens must be ids in \[0, vocab_size=10\)"):
+        posenc.PositionalTransformer(10)(torch.full((1, 4), 10))
+    with pytest.raises(ValueError, match="tokens"):
+        posenc.PositionalTransformer(10)(torch.full((1, 4), -1))
     with pytest.raises(ValueError, match="task"):
         posenc.make_task_batch("reverse", 2, 8)
     with pytest.raises(ValueError, match="offset"):
