@@ -229,6 +229,13 @@ def test_saved_results_reproduce_one_row():
 def test_chapter6_quoted_settings_and_orderings():
     """Numbers chapter 6 glues from the model settings, and orderings its text states."""
     config = RunConfig()
+    # the settings the chapter states in prose (model, optimiser, data, evaluation)
+    assert (config.d_model, config.n_layers, config.n_heads) == (32, 2, 4)
+    assert (config.lr, config.batch_size, config.train_len, config.vocab_size) == (3e-3, 32, 16, 16)
+    assert config.eval_size == 256 and config.eval_factors == (1, 2, 4)
+    assert (config.offset, config.index) == (3, 2)
+    saved_config = _saved()["config"]
+    assert saved_config["steps"] == 1500 and len({r["seed"] for r in _saved()["rows"]}) == 3  # "1500 steps, 3 seeds"
     assert config.model("shaw").blocks[0].shaw.max_distance == 8  # "clipping distance of 8"
     omega = posenc.rotary_frequencies(config.d_model // config.n_heads)
     assert omega[1] == pytest.approx(0.1) and 2 * math.pi / omega[1] == pytest.approx(62.83, abs=0.01)
