@@ -603,6 +603,21 @@ def test_chapter_numbers_low_precision_positions():
     assert torch.tensor(257).bfloat16().item() == 256 and torch.tensor(2049).half().item() == 2048
 
 
+def test_chapter_numbers_sines_alone_cannot_be_shifted_linearly():
+    """Chapter 4: least squares finds an exact shift matrix for the full encoding only."""
+    d = 64
+    pos = np.random.default_rng(1).uniform(0, 10_000, 2000)
+    before, after = posenc.sinusoidal_encoding(pos, d), posenc.sinusoidal_encoding(pos + 5, d)
+
+    def unexplained(a, b):
+        m = np.linalg.lstsq(a, b, rcond=None)[0]
+        return np.linalg.norm(a @ m - b) / np.linalg.norm(b)
+
+    assert unexplained(before, after) < 1e-10
+    assert round(unexplained(before[:, 0::2], after[:, 0::2]), 2) == 0.41
+    assert unexplained(before[:, 1::2], after[:, 1::2]) > 0.3
+
+
 def test_chapter_numbers_translation_is_not_a_rotation():
     rng = np.random.default_rng(0)
     d = 64
