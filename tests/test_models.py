@@ -246,3 +246,17 @@ def test_chapter6_quoted_settings_and_orderings():
     assert acc("offset_copy", "sinusoidal", 4) < min(acc("offset_copy", x, 4) for x in ("rope", "t5", "shaw", "alibi"))
     # fixed retrieve: ALiBi and NoPE stay far below the schemes that can address exact offsets
     assert max(acc("fixed_retrieve", x, 1) for x in ("alibi", "none")) < 0.7
+
+
+def test_chapter6_rope_and_memory_claims():
+    """Chapter 6: RoPE does not reliably extrapolate; a learned table is a tiny share of BERT/GPT-2."""
+    transformers = pytest.importorskip("transformers")
+    saved = _saved()
+    s = posenc.summarize_trials(saved["rows"], steps=saved["config"]["steps"])
+    assert s[("fixed_retrieve", "rope")]["acc_2x"][0] < 0.7
+    with torch.device("meta"):
+        bert = transformers.BertModel(transformers.BertConfig())
+        gpt2 = transformers.GPT2Model(transformers.GPT2Config())
+    for model, name in [(bert, "embeddings.position_embeddings.weight"), (gpt2, "wpe.weight")]:
+        table = dict(model.named_parameters())[name].numel()
+        assert table / posenc.count_parameters(model) < 0.01
