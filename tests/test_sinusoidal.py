@@ -189,3 +189,22 @@ def test_module_dropout_is_applied_in_training_only():
 def test_bad_input_is_rejected_clearly(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+# --- against reference implementations installed with transformers ----------------------
+
+@pytest.mark.parametrize("n, d", [(50, 16), (300, 512), (64, 96), (40, 7), (40, 1)])
+def test_interleaved_matches_xlm_table_bit_for_bit(n, d):
+    """XLM (and DistilBERT) build the paper's interleaved table in float64, stored as float32."""
+    xlm = pytest.importorskip("transformers.models.xlm.modeling_xlm")
+    out = torch.empty(n, d)
+    xlm.create_sinusoidal_embeddings(n, d, out)
+    np.testing.assert_array_equal(sinusoidal_encoding(n, d).astype(np.float32), out.numpy())
+
+
+@pytest.mark.parametrize("n, d", [(50, 16), (300, 512), (64, 96), (40, 7), (40, 1)])
+def test_concatenated_matches_marian_table_bit_for_bit(n, d):
+    """Marian uses the paper's frequencies laid out [sin | cos] (ceil(d/2) sines for odd d)."""
+    marian = pytest.importorskip("transformers.models.marian.modeling_marian")
+    weight = marian.MarianSinusoidalPositionalEmbedding(n, d).create_weight().numpy()
+    np.testing.assert_array_equal(sinusoidal_encoding(n, d, layout="concatenated").astype(np.float32), weight)
