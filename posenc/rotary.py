@@ -298,7 +298,8 @@ def _as_position_tensor(positions: object, x: torch.Tensor) -> torch.Tensor:
     if isinstance(positions, (bool, int, float)):
         raise TypeError(
             "positions must be a 1-D sequence of length seq (or a 2-D (batch, seq) tensor), "
-            f"got the scalar {positions!r}; use offset= for a constant shift"
+            f"got the scalar {positions!r} (RotaryEmbedding.forward takes offset= for positions "
+            "offset, offset + 1, ...)"
         )
     if not isinstance(positions, torch.Tensor):
         if isinstance(positions, (Sequence, np.ndarray)):
