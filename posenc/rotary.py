@@ -18,7 +18,8 @@ gives wrong scores and no error.
 
 Scalings (context extension), selected by a dict with a ``"type"`` key
 (``"rope_type"`` is accepted as a synonym so a Hugging Face ``rope_parameters`` dict can
-be passed as is):
+be passed as is; its ``rope_theta``, if present, must equal ``base``, and a
+``partial_rotary_factor`` other than 1 is refused rather than ignored):
 
 * ``{"type": "linear", "factor": s}``: position interpolation (Chen et al. 2023):
   every frequency divided by ``s``.
@@ -117,6 +118,12 @@ def normalize_scaling(scaling: Mapping[str, Any] | None) -> dict[str, Any] | Non
             f"scaling must be None or a dict such as {{'type': 'linear', 'factor': 4}}, "
             f"got {type(scaling).__name__}"
         )
+    partial = scaling.get("partial_rotary_factor")
+    if partial is not None and float(partial) != 1.0:
+        raise ValueError(
+            f"scaling['partial_rotary_factor']={partial!r}: partial RoPE is not supported; rotate the "
+            "first head_dim * factor coordinates with RotaryEmbedding(head_dim * factor) instead"
+        )
     kind = scaling.get("type", scaling.get("rope_type"))
     if kind == "default":
         return None
@@ -153,6 +160,16 @@ def normalize_scaling(scaling: Mapping[str, Any] | None) -> dict[str, Any] | Non
     if kind in ("linear", "ntk", "dynamic", "llama3") and out["factor"] < 1.0:
         raise ValueError(f"scaling['factor'] must be >= 1 for type {kind!r}, got {out['factor']}")
     return out
+
+
+def _check_theta(scaling: object, base: float) -> None:
+    """A Hugging Face ``rope_parameters`` dict carries the base as ``rope_theta``: it must agree."""
+    if isinstance(scaling, Mapping) and scaling.get("rope_theta") is not None:
+        if float(scaling["rope_theta"]) != float(base):
+            raise ValueError(
+                f"scaling['rope_theta']={scaling['rope_theta']!r} differs from base={base!r}; "
+                f"pass base={scaling['rope_theta']!r}"
+            )
 
 
 # ------------------------------------------------------------------------ frequencies
@@ -201,6 +218,7 @@ def rotary_frequencies(
     """
     head_dim = _check_head_dim(head_dim)
     base = check_positive_float("base", base)
+    _check_theta(scaling, base)
     sc = normalize_scaling(scaling)
     exponents = np.arange(0, head_dim, 2, dtype=np.float64) / head_dim
     inv_freq = base**-exponents
@@ -566,6 +584,7 @@ def apply_rotary(
     """
     x = _check_x(x)
     layout = check_choice("layout", layout, ROTARY_LAYOUTS)
+    _check_theta(scaling, check_positive_float("base", base))
     sc = normalize_scaling(scaling)
     pos = _as_position_tensor(positions, x)
     seq_len = None
@@ -645,6 +664,7 @@ class RotaryEmbedding(nn.Module):
         self.head_dim = _check_head_dim(head_dim)
         self.base = check_positive_float("base", base)
         self.layout = check_choice("layout", layout, ROTARY_LAYOUTS)
+        _check_theta(scaling, self.base)
         self.scaling = normalize_scaling(scaling)
         self.attention_factor = rotary_attention_factor(self.scaling)
         # frequencies as a float64 numpy array: not a buffer, so module casts never touch them

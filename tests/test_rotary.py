@@ -422,6 +422,22 @@ def test_bad_positions():
         rope(x, offset=-1)
 
 
+def test_hf_rope_parameters_that_posenc_cannot_honour_are_refused():
+    """rope_theta is the base: a mismatch, or partial RoPE, must not be ignored silently."""
+    params = {"rope_type": "linear", "factor": 4.0, "rope_theta": 500000.0}
+    with pytest.raises(ValueError, match="rope_theta"):
+        posenc.RotaryEmbedding(HEAD_DIM, scaling=params)
+    with pytest.raises(ValueError, match="rope_theta"):
+        posenc.apply_rotary(torch.randn(3, HEAD_DIM), torch.arange(3), scaling=params)
+    with pytest.raises(ValueError, match="rope_theta"):
+        posenc.rotary_frequencies(HEAD_DIM, scaling=params)
+    ok = posenc.RotaryEmbedding(HEAD_DIM, base=500000.0, scaling=params)
+    np.testing.assert_allclose(ok.inv_freq, posenc.rotary_frequencies(HEAD_DIM, base=500000.0) / 4)
+    with pytest.raises(ValueError, match="partial_rotary_factor"):
+        posenc.normalize_scaling({"rope_type": "default", "partial_rotary_factor": 0.25})
+    assert posenc.normalize_scaling({"rope_type": "default", "partial_rotary_factor": 1.0}) is None
+
+
 def test_bad_layout_scaling_and_x():
     with pytest.raises(ValueError, match="layout.*'half', 'interleaved'"):
         posenc.RotaryEmbedding(8, layout="neox")
