@@ -260,3 +260,22 @@ def test_chapter6_rope_and_memory_claims():
     for model, name in [(bert, "embeddings.position_embeddings.weight"), (gpt2, "wpe.weight")]:
         table = dict(model.named_parameters())[name].numel()
         assert table / posenc.count_parameters(model) < 0.01
+
+
+@pytest.mark.parametrize("notebook", ["01_motivation", "05_tabular", "06_alternatives"])
+def test_every_glued_name_in_the_prose_is_stored_in_the_notebook(notebook):
+    """A {glue:text} key the prose uses but no cell glues only shows up as a build warning."""
+    import re
+
+    nb = json.loads((Path(__file__).parents[1] / "notebooks" / f"{notebook}.ipynb").read_text())
+    stored = {
+        o.get("metadata", {}).get("scrapbook", {}).get("name")
+        for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+    }
+    used = set()
+    for c in nb["cells"]:
+        if c["cell_type"] == "markdown":
+            text = "".join(c["source"])
+            used |= set(re.findall(r"\{glue:text\}`([^`:]+)", text))
+            used |= set(re.findall(r"```\{glue:figure\} (\S+)", text))
+    assert used and used <= stored, sorted(used - stored)
