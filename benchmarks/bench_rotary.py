@@ -14,9 +14,6 @@ summarised by the median time:
   GPT-J code (cos/sin repeated per pair, precomputed, not timed).
 * ``complex (Meta style)``: ``view_as_complex`` times a precomputed complex table, for
   reference.
-* ``half, 3 plain passes``: the half layout's arithmetic without posenc's blocking,
-  ``out = x * [cos | cos]`` then two in-place ``addcmul_`` on the halves, each operation
-  parallelised by torch itself: the simple formulation the blocked kernel has to beat.
 
 Targets: posenc interleaved <= 1.3x copy, posenc half <= 1.8x copy, and each posenc
 layout at least 2.5x faster than the HF eager formulation of the same layout.
@@ -56,15 +53,6 @@ def make_candidates(x: torch.Tensor) -> dict[str, Callable[[], torch.Tensor]]:
     rotation = torch.complex(cos, sin)
     assert cos.shape == (seq, head_dim // 2)
 
-    half = head_dim // 2
-    cos2 = torch.cat([cos, cos], -1)
-
-    def half_plain() -> torch.Tensor:
-        out = torch.mul(x, cos2)
-        out[..., :half].addcmul_(x[..., half:], sin, value=-1.0)
-        out[..., half:].addcmul_(x[..., :half], sin)
-        return out
-
     def complex_meta() -> torch.Tensor:
         pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
         return torch.view_as_real(pairs * rotation).flatten(-2)
@@ -76,13 +64,11 @@ def make_candidates(x: torch.Tensor) -> dict[str, Callable[[], torch.Tensor]]:
         "HF eager interleaved": lambda: x * cos_pair + rotate_every_two(x) * sin_pair,
         "HF eager half": lambda: x * cos_half + rotate_half(x) * sin_half,
         "complex (Meta style)": complex_meta,
-        "half, 3 plain passes": half_plain,
     }
     # every candidate must compute the same thing before we time it
     torch.testing.assert_close(candidates["posenc half"](), candidates["HF eager half"]())
     torch.testing.assert_close(candidates["posenc interleaved"](), candidates["HF eager interleaved"]())
     torch.testing.assert_close(candidates["posenc interleaved"](), complex_meta())
-    assert torch.equal(candidates["posenc half"](), half_plain())  # same operations, same bits
     return candidates
 
 

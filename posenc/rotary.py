@@ -51,7 +51,6 @@ represent the integer 257.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -402,132 +401,18 @@ def _rotate_half(
     """Half layout: ``out1 = x1 cos - x2 sin``, ``out2 = x2 cos + x1 sin``, one allocation.
 
     Three passes: ``out = x * [cos | cos]`` (the only allocation), then ``out1 -= x2 * sin``
-    and ``out2 += x1 * sin`` in place on the two halves of ``out``. Hugging Face's
-    ``x * cos + rotate_half(x) * sin`` makes five full-size temporaries instead. Large
-    inputs that need no gradient go through :func:`_rotate_half_blocked`.
+    and ``out2 += x1 * sin`` in place on the two halves of ``out``, each parallelised by
+    torch itself. Hugging Face's ``x * cos + rotate_half(x) * sin`` makes five full-size
+    temporaries instead. ``cos2`` is an optional precomputed ``[cos | cos]``.
     """
     half = x.shape[-1] // 2
     if cos2 is None:
         cos2 = torch.cat([cos, cos], dim=-1)
-    if (
-        cos2.ndim == 2
-        and x.ndim >= 3
-        and x.device.type == "cpu"
-        and x.numel() >= _BLOCKED_MIN_ELEMENTS
-        and torch.get_num_threads() > 1
-        and math.prod(x.shape[:-2]) >= torch.get_num_threads()
-        and not (torch.is_grad_enabled() and (x.requires_grad or cos2.requires_grad or sin.requires_grad))
-    ):
-        try:
-            xv = x.view(-1, *x.shape[-2:])
-        except RuntimeError:
-            xv = None
-        if xv is not None:
-            return _rotate_half_blocked(xv, cos2, sin, torch.get_num_threads()).view(x.shape)
     cos2 = _broadcast_tables(cos2, x)
     sin = _broadcast_tables(sin, x)
     out = torch.mul(x, cos2)
     out[..., :half].addcmul_(x[..., half:], sin, value=-1.0)
     out[..., half:].addcmul_(x[..., :half], sin)
-    return out
-
-
-# Blocked half-layout kernel. The three passes run block by block: a block is small
-# enough that each operation on it stays below torch's parallel grain (32768 elements),
-# so it runs on the calling thread, and that the block and its output stay in the
-# core's cache between the passes. The tensor then crosses memory once each way, as a
-# copy does. The blocks are shared out to torch.get_num_threads() threads: with
-# TorchScript's fork (the loops run in C++, without the GIL) where available, else with
-# Python threads (torch releases the GIL inside each operation, but not between them).
-_BLOCKED_MIN_ELEMENTS = 1 << 18
-_BLOCK_ELEMENTS = (1 << 15) - 1  # one below torch's grain size: every operation runs serially
-
-
-def _half_blocks(
-    x: torch.Tensor, out: torch.Tensor, cos2: torch.Tensor, sin: torch.Tensor, lo: int, hi: int, rows: int
-) -> int:
-    """Rotate rows ``lo:hi`` of ``x`` (``(lead, seq, dim)``) into ``out``, ``rows`` positions at a time."""
-    seq = x.size(1)
-    half = x.size(2) // 2
-    for i in range(lo, hi):
-        s = 0
-        while s < seq:
-            e = min(s + rows, seq)
-            xb = x[i, s:e]
-            ob = out[i, s:e]
-            sn = sin[s:e]
-            torch.mul(xb, cos2[s:e], out=ob)
-            ob[:, :half].addcmul_(xb[:, half:], sn, value=-1.0)
-            ob[:, half:].addcmul_(xb[:, :half], sn)
-            s = e
-    return 0
-
-
-def _half_blocks_parallel(
-    x: torch.Tensor, out: torch.Tensor, cos2: torch.Tensor, sin: torch.Tensor, rows: int, n: int
-) -> int:
-    lead = x.size(0)
-    step = (lead + n - 1) // n
-    futures = [
-        torch.jit.fork(_half_blocks, x, out, cos2, sin, j * step, min(lead, (j + 1) * step), rows)
-        for j in range(1, n)
-    ]
-    _half_blocks(x, out, cos2, sin, 0, min(lead, step), rows)
-    for f in futures:
-        torch.jit.wait(f)
-    return 0
-
-
-_compiled: dict[str, Any] = {}
-_compile_lock = threading.Lock()
-
-
-def _scripted_blocks() -> Any:
-    """The TorchScript version of :func:`_half_blocks_parallel`, compiled once; None if unavailable.
-
-    ``torch.jit.script`` is deprecated (torch >= 2.9 warns) but still the only way to run
-    the blocks in C++ worker threads without the GIL; only that one warning is silenced.
-    If a future torch drops TorchScript, compilation fails and the Python-thread fallback
-    of :func:`_rotate_half_blocked` runs instead (same operations, same bits).
-    """
-    if "fn" not in _compiled:
-        with _compile_lock:  # one compilation, and warnings.catch_warnings is process-global
-            if "fn" not in _compiled:
-                try:
-                    import warnings
-
-                    with warnings.catch_warnings():
-                        warnings.filterwarnings(
-                            "ignore", message=r".*torch\.jit\.script.*deprecated", category=DeprecationWarning
-                        )
-                        torch.jit.script(_half_blocks)
-                        _compiled["fn"] = torch.jit.script(_half_blocks_parallel)
-                except Exception:  # pragma: no cover - torch without TorchScript
-                    _compiled["fn"] = None
-    return _compiled["fn"]
-
-
-def _rotate_half_blocked(x: torch.Tensor, cos2: torch.Tensor, sin: torch.Tensor, n_threads: int) -> torch.Tensor:
-    """``x`` is ``(lead, seq, head_dim)`` (any strides), tables ``(seq, ...)``; no autograd."""
-    lead, seq, dim = x.shape
-    out = torch.empty((lead, seq, dim), dtype=x.dtype, device=x.device)
-    pieces = -(-seq * dim // _BLOCK_ELEMENTS)  # blocks per sequence, of equal sizes
-    rows = -(-seq // pieces)
-    n_threads = max(1, min(n_threads, lead))
-    scripted = _scripted_blocks()
-    if scripted is not None:
-        scripted(x, out, cos2, sin, rows, n_threads)
-        return out
-    step = -(-lead // n_threads)
-    threads = [
-        threading.Thread(target=_half_blocks, args=(x, out, cos2, sin, j, min(lead, j + step), rows))
-        for j in range(step, lead, step)
-    ]
-    for t in threads:
-        t.start()
-    _half_blocks(x, out, cos2, sin, 0, min(lead, step), rows)
-    for t in threads:
-        t.join()
     return out
 
 
