@@ -65,3 +65,13 @@ def as_positions(name: str, positions: object) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must hold finite values")
     return arr
+
+
+def check_sequence_input(name: str, x: object, width: int) -> None:
+    """Raise unless ``x`` is a tensor of shape ``(..., seq, width)``."""
+    import torch
+
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.ndim < 2 or x.shape[-1] != width:
+        raise ValueError(f"{name} must have shape (..., seq, {width}), got {tuple(x.shape)}")

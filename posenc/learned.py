@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_int
+from ._checks import check_int, check_sequence_input
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -39,10 +39,7 @@ class LearnedPositionalEmbedding(nn.Module):
         nn.init.normal_(self.weight, std=init_std)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-        if x.ndim < 2 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (..., seq, {self.d_model}), got {tuple(x.shape)}")
+        check_sequence_input("x", x, self.d_model)
         offset = check_int("offset", offset, minimum=0)
         last = offset + x.shape[-2] - 1
         if last >= self.max_len:

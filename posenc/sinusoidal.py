@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._checks import as_positions, check_choice, check_int, check_positive_float
+from ._checks import as_positions, check_choice, check_int, check_positive_float, check_sequence_input
 
 LAYOUTS = ("interleaved", "concatenated")
 
@@ -202,10 +202,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-        if x.ndim < 2 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (..., seq, {self.d_model}), got {tuple(x.shape)}")
+        check_sequence_input("x", x, self.d_model)
         offset = check_int("offset", offset, minimum=0)
         seq = x.shape[-2]
         if offset + seq > self.max_len:
