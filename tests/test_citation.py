@@ -233,3 +233,20 @@ def test_labels_are_unique_across_the_book():
                 dupes.append(f"{lab}: {seen[lab]} and {name}")
             seen.setdefault(lab, name)
     assert not dupes, "\n".join(dupes)
+
+
+def test_every_misconception_has_verdict_evidence_and_source():
+    text = (ROOT / "book" / "misconceptions.md").read_text(encoding="utf-8")
+    claims = re.split(r"^\(sec-misconceptions-[a-z0-9-]+\)=\n### ", text, flags=re.M)[1:]
+    assert len(claims) >= 20
+    problems = []
+    for claim in claims:
+        title = claim.splitlines()[0]
+        body = claim.split("\n(sec-misconceptions-")[0]
+        if not re.search(r"\*\*Verdict: [a-z]", body):
+            problems.append(f"{title}: no verdict")
+        if not re.search(r"\*\*Evidence\.\*\*[^\n]*\{(?:ref|numref|eq)\}", body):
+            problems.append(f"{title}: no evidence linked to the book")
+        if not re.search(r"\*\*Primary source\.\*\*.*\{cite:[tp]\}", body, re.S):
+            problems.append(f"{title}: no primary source cited")
+    assert not problems, "\n".join(problems)
