@@ -127,6 +127,7 @@ __all__ += [
 
 # --- analysis (chapters 2-3) ---
 from .analysis import (  # noqa: E402
+    decade_above,
     float32_encoding,
     float32_row_error,
     min_distance_by_length,
@@ -135,6 +136,7 @@ from .analysis import (  # noqa: E402
     nearest_position,
     offset_distance,
     offset_dot_product,
+    round_significant,
 )
 from .plotting import plot_encoding_heatmap  # noqa: E402
 from .variants import (  # noqa: E402
@@ -146,6 +148,7 @@ from .variants import (  # noqa: E402
 )
 
 __all__ += [
+    "decade_above",
     "fairseq_positions",
     "fairseq_sinusoidal_table",
     "float32_encoding",
@@ -157,6 +160,7 @@ __all__ += [
     "offset_distance",
     "offset_dot_product",
     "plot_encoding_heatmap",
+    "round_significant",
     "tensor2tensor_frequencies",
     "tensor2tensor_timing_signal",
     "timing_signal",

@@ -17,6 +17,9 @@ of ``O(L**2 d)``. The second form has no cancellation, so tiny distances are acc
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 import torch
 
@@ -32,6 +35,8 @@ __all__ = [
     "nearest_position",
     "offset_distance",
     "offset_dot_product",
+    "decade_above",
+    "round_significant",
 ]
 
 _CHUNK = 8192
@@ -323,3 +328,66 @@ def nearest_position(queries: np.ndarray, table: np.ndarray) -> np.ndarray:
         d2 = tn[None, :] - 2.0 * qq @ t.T
         out[s : s + qq.shape[0]] = np.argmin(d2, axis=1)
     return out
+
+
+# ---------------------------------------------------------------- reporting numbers in prose
+
+
+def _as_real(name: str, x: object) -> float:
+    if hasattr(x, "ndim") and getattr(x, "ndim") == 0 and hasattr(x, "item"):
+        x = x.item()  # numpy scalar or 0-d array / tensor
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {x!r} of type {type(x).__name__}")
+    value = float(x)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    return value
+
+
+def round_significant(x: float, digits: int = 10) -> float:
+    """``x`` rounded to ``digits`` significant decimal digits.
+
+    The chapters glue measured numbers into their prose; rounding them first keeps the
+    stored notebook outputs independent of last-bit differences between CPUs (float32
+    kernels, BLAS), which nbval would otherwise flag. For a value computed in float32, pass
+    exactly the number of digits the prose shows, so that no digit is invented.
+
+    Args:
+        x: a finite real number (Python, numpy or 0-d torch scalar).
+        digits: number of significant digits, at least 1.
+
+    Returns:
+        A Python ``float``.
+
+    Example:
+        >>> round_significant(2 ** 0.5, 4)
+        1.414
+        >>> round_significant(-123456.0, 2)
+        -120000.0
+    """
+    digits = check_int("digits", digits)
+    return float(f"{_as_real('x', x):.{digits}g}")
+
+
+def decade_above(x: float) -> float:
+    """The smallest power of ten that is ``>= x``: a machine-independent bound on an error.
+
+    Reporting "below 1e-12" instead of the measured 3.1e-13 keeps the text true on every
+    CPU, where the last bits of a rounding error differ.
+
+    Args:
+        x: a finite number > 0.
+
+    Returns:
+        ``10.0 ** ceil(log10(x))`` as a Python ``float``.
+
+    Example:
+        >>> decade_above(3.1e-13)
+        1e-12
+        >>> decade_above(100.0)
+        100.0
+    """
+    value = _as_real("x", x)
+    if value <= 0:
+        raise ValueError(f"x must be a finite number > 0, got {value}")
+    return float(10.0 ** math.ceil(math.log10(value)))
