@@ -1,13 +1,29 @@
-"""Plain scaled dot-product self-attention, written out so that chapters can look inside."""
+"""Scaled dot-product self-attention, written out so that every positional scheme can plug in.
+
+One implementation serves the whole book and any model built from ``posenc``: single- or
+multi-head, optionally causal, with three hooks where position can enter *inside*
+attention:
+
+* ``bias``: an additive score term, either a tensor broadcastable to
+  ``(batch, n_heads, q_len, k_len)`` or an :class:`~posenc.bias.AttentionBias` module
+  (ALiBi, T5, Shaw) that computes it from the queries;
+* ``rotary``: a callable (typically :class:`~posenc.rotary.RotaryEmbedding`) applied to
+  queries and keys of shape ``(batch, n_heads, seq, head_dim)`` before the dot product;
+* position added to the input ``x`` itself (sinusoidal, learned) needs no hook.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from ._checks import check_int
+from .bias import AttentionBias
+
+__all__ = ["SelfAttention", "causal_mask"]
 
 
 def causal_mask(seq_len: int, *, device: torch.device | str | None = None) -> torch.Tensor:
@@ -24,66 +40,116 @@ def causal_mask(seq_len: int, *, device: torch.device | str | None = None) -> to
 
 
 class SelfAttention(nn.Module):
-    """Single-head scaled dot-product self-attention with explicit projections.
+    """Multi-head scaled dot-product self-attention with explicit projections and position hooks.
 
-    ``softmax(Q K^T / sqrt(d_head) + bias, masked) V`` followed by an output projection,
-    with ``Q = x W_q^T``, ``K = x W_k^T``, ``V = x W_v^T`` (no biases, so that the maths
-    of the chapters holds term by term). Nothing in it depends on a token's position:
-    any positional signal must come from ``x`` or from ``bias``.
+    ``softmax(Q K^T / sqrt(head_dim) + bias, masked) V`` per head, followed by an output
+    projection, with ``Q = x W_q^T``, ``K = x W_k^T``, ``V = x W_v^T`` (no projection
+    biases, so that the maths of the chapters holds term by term). Nothing in it depends on
+    a token's position: any positional signal must come from ``x``, ``bias`` or ``rotary``.
 
     Args:
         d_model: width of the input and output.
-        d_head: width of queries and keys (defaults to ``d_model``).
+        n_heads: number of heads (default 1); with one head, ``d_head`` may differ from
+            ``d_model``; with several, ``d_head`` defaults to ``d_model // n_heads``.
+        d_head: width of queries and keys of one head.
+        causal: apply the causal mask (query ``i`` sees keys ``j <= i``) on every call.
 
     Shapes:
-        ``forward(x, mask=None, bias=None)``: ``x`` is ``(batch, seq, d_model)``; ``mask`` a
-        boolean ``(seq, seq)`` (``True`` = may attend); ``bias`` an additive ``(seq, seq)``
-        score bias. Returns ``(batch, seq, d_model)``. After a call, ``last_weights``
-        holds the attention weights ``(batch, seq, seq)``.
+        ``forward(x, mask=None, bias=None, rotary=None)``: ``x`` is
+        ``(batch, seq, d_model)``; ``mask`` a boolean ``(seq, seq)`` (``True`` = may
+        attend), combined with the causal mask when ``causal``; ``bias`` a tensor
+        broadcastable to ``(batch, n_heads, seq, seq)`` (a ``(seq, seq)`` bias applies to
+        every head) or an :class:`~posenc.bias.AttentionBias` module called as
+        ``bias.score_bias(q)`` on the queries ``(batch, n_heads, seq, head_dim)``; ``rotary`` a
+        callable applied to queries and keys of that shape. Returns
+        ``(batch, seq, d_model)``. After a call, ``last_weights`` holds the attention
+        weights, ``(batch, seq, seq)`` for one head and ``(batch, n_heads, seq, seq)``
+        for several.
 
     Example:
         >>> attn = SelfAttention(8)
         >>> attn(torch.randn(2, 5, 8)).shape
         torch.Size([2, 5, 8])
+        >>> from posenc import RotaryEmbedding, ALiBiBias
+        >>> mha = SelfAttention(16, n_heads=4, causal=True)
+        >>> mha(torch.randn(2, 5, 16), bias=ALiBiBias(4), rotary=RotaryEmbedding(4)).shape
+        torch.Size([2, 5, 16])
     """
 
-    def __init__(self, d_model: int, d_head: int | None = None) -> None:
+    def __init__(self, d_model: int, n_heads: int = 1, *, d_head: int | None = None, causal: bool = False) -> None:
         super().__init__()
         self.d_model = check_int("d_model", d_model)
-        self.d_head = self.d_model if d_head is None else check_int("d_head", d_head)
-        self.w_q = nn.Linear(self.d_model, self.d_head, bias=False)
-        self.w_k = nn.Linear(self.d_model, self.d_head, bias=False)
+        self.n_heads = check_int("n_heads", n_heads)
+        if d_head is None:
+            if self.d_model % self.n_heads:
+                raise ValueError(f"n_heads must divide d_model={self.d_model}, got n_heads={self.n_heads}")
+            d_head = self.d_model // self.n_heads
+        self.d_head = check_int("d_head", d_head)
+        if self.n_heads > 1 and self.d_head * self.n_heads != self.d_model:
+            raise ValueError(
+                f"with n_heads={self.n_heads}, d_head must be d_model / n_heads = {self.d_model / self.n_heads:g}, "
+                f"got {self.d_head}"
+            )
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be a bool, got {causal!r}")
+        self.causal = causal
+        self.w_q = nn.Linear(self.d_model, self.n_heads * self.d_head, bias=False)
+        self.w_k = nn.Linear(self.d_model, self.n_heads * self.d_head, bias=False)
         self.w_v = nn.Linear(self.d_model, self.d_model, bias=False)
         self.w_o = nn.Linear(self.d_model, self.d_model, bias=False)
         self.last_weights: torch.Tensor | None = None
+
+    def _heads(self, t: torch.Tensor, width: int) -> torch.Tensor:
+        b, s, _ = t.shape
+        return t.view(b, s, self.n_heads, width).transpose(1, 2)
 
     def forward(
         self,
         x: torch.Tensor,
         mask: torch.Tensor | None = None,
-        bias: torch.Tensor | None = None,
+        bias: torch.Tensor | AttentionBias | None = None,
+        rotary: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> torch.Tensor:
         if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.d_model:
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"x must be a tensor of shape (batch, seq, {self.d_model}), got {shape}")
-        seq = x.shape[1]
+        if not x.is_floating_point():
+            raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+        b, seq, _ = x.shape
         if mask is not None:
             if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
                 got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
                 raise TypeError(f"mask must be a boolean tensor (True = may attend) or None, got {got}")
             if mask.shape != (seq, seq):
                 raise ValueError(f"mask must have shape (seq, seq) = ({seq}, {seq}), got {tuple(mask.shape)}")
-        if bias is not None:
-            if not isinstance(bias, torch.Tensor):
-                raise TypeError(f"bias must be a tensor of shape ({seq}, {seq}) or None, got {type(bias).__name__}")
-            if bias.shape[-2:] != (seq, seq):
-                raise ValueError(f"bias must end in shape (seq, seq) = ({seq}, {seq}), got {tuple(bias.shape)}")
-        q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
+        if bias is not None and not isinstance(bias, (torch.Tensor, AttentionBias)):
+            raise TypeError(
+                f"bias must be a tensor ending in ({seq}, {seq}), an AttentionBias module or None, "
+                f"got {type(bias).__name__}"
+            )
+        if isinstance(bias, torch.Tensor) and bias.shape[-2:] != (seq, seq):
+            raise ValueError(f"bias must end in shape (seq, seq) = ({seq}, {seq}), got {tuple(bias.shape)}")
+        if rotary is not None and not callable(rotary):
+            raise TypeError(f"rotary must be a callable such as RotaryEmbedding or None, got {type(rotary).__name__}")
+        q = self._heads(self.w_q(x), self.d_head)
+        k = self._heads(self.w_k(x), self.d_head)
+        v = self._heads(self.w_v(x), self.d_model // self.n_heads)
+        if rotary is not None:
+            q, k = rotary(q), rotary(k)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
-        if bias is not None:
-            scores = scores + bias
+        if isinstance(bias, AttentionBias):
+            scores = scores + bias.score_bias(q)
+        elif bias is not None:
+            scores = scores + bias.to(scores.dtype)
+        if self.causal:
+            causal = causal_mask(seq, device=x.device)
+            mask = causal if mask is None else mask & causal
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = scores.softmax(dim=-1)
-        self.last_weights = weights.detach()
-        return self.w_o(weights @ v)
+        self.last_weights = (weights[:, 0] if self.n_heads == 1 else weights).detach()
+        out = (weights @ v).transpose(1, 2).reshape(b, seq, self.d_model)
+        return self.w_o(out)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_head={self.d_head}, causal={self.causal}"

@@ -27,6 +27,8 @@ from torch import nn
 from ._checks import check_int
 
 __all__ = [
+    "ALiBiBias",
+    "AttentionBias",
     "ShawRelativePosition",
     "T5RelativeBias",
     "alibi_bias",
@@ -47,7 +49,9 @@ def _check_lengths(q_len: int, k_len: int | None) -> tuple[int, int]:
     return q_len, k_len
 
 
-def relative_positions(q_len: int, k_len: int | None = None) -> torch.Tensor:
+def relative_positions(
+    q_len: int, k_len: int | None = None, *, device: torch.device | str | None = None
+) -> torch.Tensor:
     """Offsets ``key_position - query_position`` as an integer matrix.
 
     Queries are aligned to the end of the keys: query row ``i`` sits at position
@@ -56,6 +60,7 @@ def relative_positions(q_len: int, k_len: int | None = None) -> torch.Tensor:
     Args:
         q_len: number of queries (>= 1).
         k_len: number of keys (>= ``q_len``; defaults to ``q_len``).
+        device: where to build the tensor (default: the CPU).
 
     Returns:
         ``torch.long`` tensor of shape ``(q_len, k_len)``; entry ``(i, j)`` is
@@ -67,8 +72,8 @@ def relative_positions(q_len: int, k_len: int | None = None) -> torch.Tensor:
                 [-2, -1,  0]])
     """
     q_len, k_len = _check_lengths(q_len, k_len)
-    query = torch.arange(k_len - q_len, k_len, dtype=torch.long)[:, None]
-    key = torch.arange(k_len, dtype=torch.long)[None, :]
+    query = torch.arange(k_len - q_len, k_len, dtype=torch.long, device=device)[:, None]
+    key = torch.arange(k_len, dtype=torch.long, device=device)[None, :]
     return key - query
 
 
@@ -102,33 +107,128 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float64).to(torch.float32)
 
 
-def alibi_bias(n_heads: int, q_len: int, k_len: int | None = None) -> torch.Tensor:
-    """The ALiBi score bias ``-m_h * (i - j)`` for every head, query and key.
+def alibi_bias(
+    n_heads: int,
+    q_len: int,
+    k_len: int | None = None,
+    *,
+    bidirectional: bool = False,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """The ALiBi score bias ``-m_h * distance`` for every head, query and key.
 
-    Keys at or before the query get ``-m_h`` times their distance (0 on the diagonal).
-    Keys *after* the query (``j > i``) get 0: ALiBi is defined for causal attention, and
-    those entries are meant to be removed by the causal mask, which this function does not
-    apply. With ``k_len > q_len`` the queries are aligned to the end of the keys, as in
-    cached decoding.
+    Causal form (default, Press et al., 2022, section 3): keys at or before the query get
+    ``-m_h * (i - j)`` (0 on the diagonal); keys *after* the query get 0, because the
+    causal mask removes them, and this function does not apply that mask. Symmetric form
+    (``bidirectional=True``, for encoders, as in the authors' discussion of encoder
+    models and in many bidirectional ALiBi ports): ``-m_h * |i - j|`` everywhere. With
+    ``k_len > q_len`` the queries are aligned to the end of the keys, as in cached
+    decoding.
 
     Args:
         n_heads: number of heads (>= 1).
         q_len: number of queries (>= 1).
         k_len: number of keys (>= ``q_len``; defaults to ``q_len``).
+        bidirectional: the symmetric form ``-m_h * |i - j|``.
+        device, dtype: of the result (default: CPU, float32). The slopes are rounded
+            to float32 first, as in BLOOM, whatever ``dtype``.
 
     Returns:
-        float32 tensor of shape ``(n_heads, q_len, k_len)``, to be added to the attention
-        scores ``q . k / sqrt(d)`` before the softmax.
+        Tensor of shape ``(n_heads, q_len, k_len)``, to be added to the attention scores
+        ``q . k / sqrt(d)`` before the softmax.
 
     Example:
         >>> alibi_bias(1, 3)
         tensor([[[ 0.0000,  0.0000,  0.0000],
                  [-0.0039,  0.0000,  0.0000],
                  [-0.0078, -0.0039,  0.0000]]])
+
+        As the float mask of ``scaled_dot_product_attention``, combined with the causal
+        mask (a float mask and ``is_causal=True`` cannot be given together):
+
+        >>> import torch.nn.functional as F
+        >>> q = k = v = torch.randn(1, 4, 5, 8)
+        >>> mask = alibi_bias(4, 5).masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
+        >>> F.scaled_dot_product_attention(q, k, v, attn_mask=mask).shape
+        torch.Size([1, 4, 5, 8])
     """
-    slopes = alibi_slopes(n_heads)
-    rel = relative_positions(q_len, k_len).clamp(max=0).to(torch.float32)  # j - i, <= 0
-    return slopes[:, None, None] * rel[None]
+    if not isinstance(bidirectional, bool):
+        raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}")
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
+        raise TypeError(f"dtype must be a floating-point torch.dtype or None, got {dtype!r}")
+    slopes = alibi_slopes(n_heads).to(device=device)
+    rel = relative_positions(q_len, k_len, device=device)  # j - i
+    rel = -rel.abs() if bidirectional else rel.clamp(max=0)
+    bias = slopes[:, None, None] * rel[None].to(torch.float32)
+    return bias if dtype is None else bias.to(dtype)
+
+
+class AttentionBias(nn.Module):
+    """The one interface of every module that adds a position term to attention scores.
+
+    Subclasses implement :meth:`score_bias`: given the queries ``q`` of shape
+    ``(..., n_heads, q_len, head_dim)`` (after the split into heads) and the number of
+    keys, return the additive score term, broadcastable to ``(..., n_heads, q_len,
+    k_len)``, on ``q``'s device and in ``q``'s dtype. :class:`posenc.SelfAttention`
+    calls it when such a module is passed as ``bias``; a model of your own can do the
+    same. ALiBi and T5 use only the shape of ``q``; Shaw et al.'s term depends on its
+    values.
+    """
+
+    def score_bias(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+
+def _check_queries(q: object, width: int | None = None) -> torch.Tensor:
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q must be a torch.Tensor of shape (..., q_len, head_dim), got {type(q).__name__}")
+    if not q.is_floating_point():
+        raise TypeError(f"q must be a floating-point tensor, got dtype {q.dtype}")
+    if q.ndim < 2 or (width is not None and q.shape[-1] != width):
+        want = "head_dim" if width is None else width
+        raise ValueError(f"q must have shape (..., q_len, {want}), got {tuple(q.shape)}")
+    return q
+
+
+class ALiBiBias(AttentionBias):
+    """ALiBi as a module: no parameters, the bias of :func:`alibi_bias` for each call.
+
+    Args:
+        n_heads: number of heads (>= 1).
+        bidirectional: the symmetric form ``-m_h * |i - j|`` (encoders).
+
+    Shapes:
+        ``forward(q_len, k_len=None)``: ``(n_heads, q_len, k_len)`` float32 on the CPU.
+        ``score_bias(q, k_len=None)``: the same on ``q``'s device and in its dtype, for
+        queries ``(..., n_heads, q_len, head_dim)``.
+
+    Example:
+        >>> alibi = ALiBiBias(4)
+        >>> alibi(3).shape
+        torch.Size([4, 3, 3])
+        >>> alibi.score_bias(torch.randn(2, 4, 3, 8)).shape
+        torch.Size([4, 3, 3])
+    """
+
+    def __init__(self, n_heads: int, *, bidirectional: bool = False) -> None:
+        super().__init__()
+        self.n_heads = check_int("n_heads", n_heads)
+        if not isinstance(bidirectional, bool):
+            raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}")
+        self.bidirectional = bidirectional
+
+    def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
+        return alibi_bias(self.n_heads, q_len, k_len, bidirectional=self.bidirectional)
+
+    def score_bias(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
+        q = _check_queries(q)
+        return alibi_bias(
+            self.n_heads, q.shape[-2], k_len, bidirectional=self.bidirectional, device=q.device, dtype=q.dtype
+        )
+
+    def extra_repr(self) -> str:
+        return f"n_heads={self.n_heads}, bidirectional={self.bidirectional}"
 
 
 def _check_integer_tensor(name: str, value: object) -> torch.Tensor:
@@ -200,7 +300,7 @@ def t5_relative_bucket(
     return buckets + torch.where(is_small, distance, large)
 
 
-class T5RelativeBias(nn.Module):
+class T5RelativeBias(AttentionBias):
     """T5's learned relative position bias: one scalar per head and per bucket of offsets.
 
     T5 computes this bias once, in the first layer, and shares it across all layers
@@ -254,6 +354,11 @@ class T5RelativeBias(nn.Module):
         idx = self.buckets(q_len, k_len).to(self.weight.device)
         return self.weight[idx].permute(2, 0, 1)
 
+    def score_bias(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
+        """The bias for queries ``(..., n_heads, q_len, head_dim)``, in ``q``'s dtype."""
+        q = _check_queries(q)
+        return self(q.shape[-2], k_len).to(q.dtype)
+
     def extra_repr(self) -> str:
         return (
             f"n_heads={self.n_heads}, bidirectional={self.bidirectional}, "
@@ -261,7 +366,7 @@ class T5RelativeBias(nn.Module):
         )
 
 
-class ShawRelativePosition(nn.Module):
+class ShawRelativePosition(AttentionBias):
     """Relative position representations of Shaw et al. (2018), key term.
 
     A learned vector ``a_r`` of width ``head_dim`` for every clipped offset
@@ -296,12 +401,14 @@ class ShawRelativePosition(nn.Module):
         nn.init.normal_(self.weight, std=0.02)
 
     def forward(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
-        if not isinstance(q, torch.Tensor) or q.ndim < 2 or q.shape[-1] != self.head_dim:
-            shape = tuple(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__
-            raise ValueError(f"q must have shape (..., q_len, {self.head_dim}), got {shape}")
-        rel = relative_positions(q.shape[-2], k_len).clamp(-self.max_distance, self.max_distance)
+        q = _check_queries(q, self.head_dim)
+        rel = relative_positions(q.shape[-2], k_len, device=q.device).clamp(-self.max_distance, self.max_distance)
         a = self.weight[rel + self.max_distance].to(q.dtype)  # (q_len, k_len, head_dim)
         return torch.einsum("...id,ijd->...ij", q, a) / math.sqrt(self.head_dim)
+
+    def score_bias(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
+        """The same as ``forward``: Shaw's term depends on the queries' values."""
+        return self(q, k_len)
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, max_distance={self.max_distance}"

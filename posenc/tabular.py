@@ -30,7 +30,6 @@ import torch
 from torch import nn
 
 from ._checks import check_choice, check_int, check_positive_float
-from .attention import SelfAttention
 
 __all__ = [
     "ColumnEmbedding",
@@ -39,7 +38,6 @@ __all__ = [
     "PiecewiseLinearEmbedding",
     "PiecewiseLinearEncoding",
     "SharedValueEmbedding",
-    "TabularTransformer",
     "check_table",
     "quantile_bins",
 ]
@@ -479,120 +477,3 @@ class ColumnEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"n_features={self.n_features}, d_column={self.d_column}, mode={self.mode!r}"
-
-
-class _Block(nn.Module):
-    """Pre-norm transformer block: ``x + Attn(LN(x))`` then ``x + FFN(LN(x))``."""
-
-    def __init__(self, d_model: int, d_ffn: int) -> None:
-        super().__init__()
-        self.norm1 = nn.LayerNorm(d_model)
-        self.attention = SelfAttention(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.ffn = nn.Sequential(nn.Linear(d_model, d_ffn), nn.ReLU(), nn.Linear(d_ffn, d_model))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.norm1(x))
-        return x + self.ffn(self.norm2(x))
-
-
-VALUE_EMBEDDINGS = ("linear", "periodic", "piecewise")
-IDENTITIES = ("none", "column", "per_feature")
-
-
-class TabularTransformer(nn.Module):
-    """The small transformer over feature tokens trained in chapter 5.
-
-    ``x -> value tokens (+ identity) -> [CLS] + tokens -> n_layers pre-norm blocks of
-    single-head self-attention and a ReLU feed-forward -> LayerNorm, ReLU, Linear on the
-    [CLS] token``. No positional encoding is used: the only way the model can know which
-    column a token came from is ``identity``.
-
-    Args:
-        n_features: number of numerical columns.
-        value_embedding: ``"linear"`` (``x_j w + b``), ``"periodic"``
-            (:class:`PeriodicEmbedding`, "PLR") or ``"piecewise"``
-            (:class:`PiecewiseLinearEmbedding` on quantile bins, "Q-L"; needs ``bins``).
-        identity: how feature identity enters. ``"none"``: one value embedding shared by
-            all features and nothing else (the model is then exactly invariant to
-            permuting the columns); ``"column"``: shared value embedding plus an additive
-            :class:`ColumnEmbedding` (TabTransformer/SAINT style); ``"per_feature"``:
-            separate embedding weights per feature (for ``"linear"`` this is
-            :class:`FeatureTokenizer`, FT-Transformer).
-        d_model: token width.
-        n_layers: number of transformer blocks.
-        d_ffn: hidden width of the feed-forward layers.
-        d_out: number of outputs.
-        n_frequencies, sigma: passed to :class:`PeriodicEmbedding`.
-        bins: bin edges for ``"piecewise"`` (e.g. ``quantile_bins(x_train, 16)``). Note
-            that per-column quantile bins differ between columns and so already tell the
-            columns apart: with ``identity="none"`` the model is permutation-invariant
-            only if every column gets the same edges.
-
-    Shapes:
-        ``tokens(x)``: ``(batch, n_features)`` -> ``(batch, n_features + 1, d_model)``.
-        ``forward(x)``: ``(batch, n_features)`` -> ``(batch, d_out)``.
-
-    Example:
-        >>> model = TabularTransformer(4, value_embedding="periodic", identity="per_feature", d_model=8)
-        >>> model(torch.randn(3, 4)).shape
-        torch.Size([3, 1])
-    """
-
-    def __init__(
-        self,
-        n_features: int,
-        *,
-        value_embedding: str = "linear",
-        identity: str = "per_feature",
-        d_model: int = 32,
-        n_layers: int = 1,
-        d_ffn: int = 64,
-        d_out: int = 1,
-        n_frequencies: int = 16,
-        sigma: float = 1.0,
-        bins: Sequence[object] | None = None,
-    ) -> None:
-        super().__init__()
-        self.n_features = check_int("n_features", n_features)
-        self.value_embedding = check_choice("value_embedding", value_embedding, VALUE_EMBEDDINGS)
-        self.identity = check_choice("identity", identity, IDENTITIES)
-        d_model = check_int("d_model", d_model)
-        shared = self.identity != "per_feature"
-        if self.value_embedding == "linear":
-            self.embed: nn.Module = (
-                SharedValueEmbedding(self.n_features, d_model)
-                if shared
-                else FeatureTokenizer(self.n_features, d_model, cls=False)
-            )
-        elif self.value_embedding == "periodic":
-            self.embed = PeriodicEmbedding(
-                self.n_features, d_model, n_frequencies=n_frequencies, sigma=sigma, shared=shared
-            )
-        else:
-            if bins is None:
-                raise ValueError("value_embedding='piecewise' needs bins, e.g. bins=quantile_bins(x_train, 16)")
-            self.embed = PiecewiseLinearEmbedding(bins, d_model, shared=shared)
-            if self.embed.n_features != self.n_features:
-                raise ValueError(f"bins has {self.embed.n_features} features, expected n_features={self.n_features}")
-        self.column = ColumnEmbedding(self.n_features, d_model) if self.identity == "column" else None
-        self.cls_token = nn.Parameter(_uniform_(torch.empty(d_model), d_model))
-        self.blocks = nn.ModuleList(_Block(d_model, check_int("d_ffn", d_ffn)) for _ in range(check_int("n_layers", n_layers)))
-        self.head = nn.Sequential(nn.LayerNorm(d_model), nn.ReLU(), nn.Linear(d_model, check_int("d_out", d_out)))
-
-    def tokens(self, x: torch.Tensor) -> torch.Tensor:
-        """The input tokens ``[CLS, token_1, ..., token_n]`` before the first block."""
-        t = self.embed(x)
-        if self.column is not None:
-            t = self.column(t)
-        cls = self.cls_token.to(t.dtype).expand(t.shape[0], 1, -1)
-        return torch.cat([cls, t], dim=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.tokens(x)
-        for block in self.blocks:
-            h = block(h)
-        return self.head(h[:, 0])
-
-    def extra_repr(self) -> str:
-        return f"n_features={self.n_features}, value_embedding={self.value_embedding!r}, identity={self.identity!r}"

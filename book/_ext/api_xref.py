@@ -1,4 +1,9 @@
-"""Sphinx extension of the book: resolve the cross-references of posenc's docstrings.
+"""Sphinx extension of the book: the API page, and the cross-references of posenc's docstrings.
+
+The directive ``posenc-modules`` writes the API page by walking a package: one section
+per public module (its docstring's first line as the title, an ``api-<module>`` label),
+each an ``automodule`` with its members. No list of modules is kept by hand: a module
+added to ``posenc`` or ``posenc.book`` appears on the page at the next build.
 
 Docstrings name objects the way readers import them (``posenc.sinusoidal_frequencies``,
 or a bare ``SCHEMES`` inside ``posenc.models``), while autodoc documents each object
@@ -17,12 +22,47 @@ References that still cannot be resolved are left alone, so Sphinx reports them.
 from __future__ import annotations
 
 import importlib
+import inspect
+import pkgutil
 
-_MODULES = (
-    "posenc", "posenc.sinusoidal", "posenc.learned", "posenc.attention", "posenc.rotary",
-    "posenc.bias", "posenc.tabular", "posenc.tabular_data", "posenc.models", "posenc.tasks",
-    "posenc.training", "posenc.plotting",
-)
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.util.docutils import SphinxDirective
+from sphinx.util.nodes import nested_parse_with_titles
+
+def public_modules(package: str) -> list[str]:
+    """The public modules of ``package`` (itself excluded, subpackages not entered), sorted."""
+    pkg = importlib.import_module(package)
+    return sorted(
+        m.name
+        for m in pkgutil.iter_modules(pkg.__path__, package + ".")
+        if not m.name.rsplit(".", 1)[-1].startswith("_") and not m.ispkg
+    )
+
+
+def _all_modules() -> list[str]:
+    return ["posenc", *public_modules("posenc"), "posenc.book", *public_modules("posenc.book")]
+
+
+class PosencModules(SphinxDirective):
+    """``posenc-modules <package>``: a section with an automodule for each public module."""
+
+    required_arguments = 1
+
+    def run(self):
+        package = self.arguments[0]
+        lines = []
+        for name in public_modules(package):
+            module = importlib.import_module(name)
+            doc = (inspect.getdoc(module) or name).splitlines()[0].rstrip(".")
+            label = "api-" + name.removeprefix("posenc.").replace(".", "-")
+            lines += [f".. _{label}:", "", f"``{name}``: {doc}", "-" * (len(name) + len(doc) + 6), ""]
+            lines += [f".. automodule:: {name}", "   :members:", ""]
+        content = StringList(lines, source=f"<posenc-modules {package}>")
+        node = nodes.section()
+        node.document = self.state.document
+        nested_parse_with_titles(self.state, content, node)
+        return node.children
 
 
 def _candidates(target: str, current_module: str | None) -> list[str]:
@@ -32,7 +72,7 @@ def _candidates(target: str, current_module: str | None) -> list[str]:
     mods = []
     if current_module:
         mods.append(current_module)
-    for mod in _MODULES:
+    for mod in _all_modules():
         try:
             module = importlib.import_module(mod)
         except Exception:  # a module that does not exist (yet) is simply skipped
@@ -82,5 +122,6 @@ def _resolve(app, env, node, contnode):
 
 
 def setup(app):
+    app.add_directive("posenc-modules", PosencModules)
     app.connect("missing-reference", _resolve)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1.0"}

@@ -1,4 +1,16 @@
-"""Periodicity facts of chapter 3, asserted against ``posenc`` (and ``posenc.analysis``)."""
+"""Periodicity facts of chapter 3, asserted against ``posenc`` (and ``posenc.analysis``).
+
+Rotary embeddings (chapter 4): cross-checks against transformers and Meta's formulation.
+
+* Half layout: identical (within float32 rounding of the angles) to Hugging Face's
+  ``LlamaRotaryEmbedding`` + ``apply_rotary_pos_emb``, plain and with the scalings
+  transformers implements (linear, dynamic, yarn, llama3).
+* Interleaved layout: identical to the complex-number formulation of Meta's Llama
+  reference code (re-stated independently below: ``torch.polar`` + ``view_as_complex``
+  on pairs ``(2j, 2j+1)``).
+* Properties: scores depend on m - n only, norms are preserved, the weight permutation
+  makes the two layouts agree; angles never formed in 16-bit floats.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +18,14 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
-from posenc.analysis import (
+import posenc.rotary
+from posenc import book
+from posenc.book.analysis import (
     float32_encoding,
     float32_row_error,
     min_distance_by_length,
@@ -22,8 +37,6 @@ from posenc.analysis import (
 )
 
 
-# --- wavelengths ------------------------------------------------------------------------
-
 def test_wavelengths_are_geometric_and_end_below_2pi_10000():
     d = 512
     lam = 2 * np.pi / posenc.sinusoidal_frequencies(d)
@@ -33,8 +46,6 @@ def test_wavelengths_are_geometric_and_end_below_2pi_10000():
     np.testing.assert_allclose(lam[1:] / lam[:-1], 10000 ** (2 / d), rtol=1e-12)
     assert lam[-1] < 2 * np.pi * 10000
 
-
-# --- norms, bounds, means ---------------------------------------------------------------
 
 @given(d=st.integers(1, 64).map(lambda x: 2 * x), pos=st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=20))
 @settings(max_examples=50, deadline=None)
@@ -51,8 +62,6 @@ def test_columns_are_not_zero_centred_over_practical_lengths():
     assert means.mean() > 0.25  # the whole table is far from zero mean
     assert np.abs(means[:2]).max() < 0.01  # the fastest pair does average out
 
-
-# --- dot product and distances depend on the offset only --------------------------------
 
 @given(d=st.integers(1, 32).map(lambda x: 2 * x), p=st.integers(0, 5000), k=st.integers(-3000, 3000))
 @settings(max_examples=60, deadline=None)
@@ -79,8 +88,6 @@ def test_gram_matrix_is_toeplitz():
         assert np.ptp(diag) < 1e-10
         assert diag[0] == pytest.approx(offset_dot_product([k], 64)[0], abs=1e-10)
 
-
-# --- smallest distance between positions ------------------------------------------------
 
 @pytest.mark.parametrize("d", [4, 16, 64])
 def test_min_distance_by_length_matches_brute_force(d):
@@ -134,87 +141,26 @@ def test_bad_arguments():
         nearest_position(np.zeros((2, 3)), np.zeros((4, 5)))
 
 
-# --- numbers quoted in chapter 3 ---------------------------------------------------------
-
-def test_chapter3_wavelength_numbers():
-    lam = 2 * np.pi / posenc.sinusoidal_frequencies(512)
-    assert lam[-1] == pytest.approx(60611.5, abs=0.1)
-    assert 1 - lam[-1] / (2 * np.pi * 1e4) == pytest.approx(0.0353, abs=5e-4)
-    assert lam[1] / lam[0] == pytest.approx(1.0366, abs=5e-5)
-    t2t = 2 * np.pi / posenc.tensor2tensor_frequencies(256)
-    assert t2t[-1] == pytest.approx(2 * np.pi * 1e4, rel=1e-12)
-
-
-def test_chapter3_binary_counter():
-    assert bin(127 ^ 128).count("1") == 8
-
-
-def test_chapter3_distance_and_precision_numbers():
-    m = {d: min_distance_by_length(100_000, d)[100_000] for d in (4, 64, 512)}
-    assert m[512] == pytest.approx(3.7143, abs=1e-4)
-    assert m[64] == pytest.approx(1.4718, abs=1e-4)
-    assert m[4] == pytest.approx(0.0016, abs=1e-4)
-    err = float32_row_error(np.array([1e5, 1e7]), 512)
-    assert 1e-3 < err[0] < 0.05 and 0.5 < err[1] < 3.0
-    assert 2**24 == 16_777_216
+def test_attention_score_terms_add_up_and_validate():
+    torch.manual_seed(9)
+    x, p = torch.randn(6, 8, dtype=torch.float64), torch.randn(6, 8, dtype=torch.float64)
+    wq, wk = torch.randn(4, 8, dtype=torch.float64), torch.randn(4, 8, dtype=torch.float64)
+    terms = book.attention_score_terms(x, p, wq, wk)
+    full = ((x + p) @ wq.T) @ ((x + p) @ wk.T).T / 2.0
+    torch.testing.assert_close(sum(terms.values()), full, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="same shape"):
+        book.attention_score_terms(x, p[:5], wq, wk)
+    with pytest.raises(ValueError, match="w_q and w_k"):
+        book.attention_score_terms(x, p, wq, wk[:, :7])
+    with pytest.raises(TypeError, match="tokens"):
+        book.attention_score_terms(x.numpy(), p, wq, wk)
 
 
-def test_chapter3_column_statistics():
-    pe = posenc.sinusoidal_encoding(512, 512)
-    means, stds = pe.mean(axis=0), pe.std(axis=0)
-    assert pe.mean() == pytest.approx(0.267, abs=1e-3)
-    assert np.mean(means[1::2] > 0.9) == pytest.approx(0.29, abs=0.01)
-    assert stds.min() < 1e-3 and stds.max() == pytest.approx(0.736, abs=1e-3)
-    # exercise 3: closed form of a cosine column's mean
-    w, L = posenc.sinusoidal_frequencies(512)[-1], 512
-    closed = np.sin(L * w / 2) * np.cos((L - 1) * w / 2) / (L * np.sin(w / 2))
-    assert closed == pytest.approx(pe[:, -1].mean(), rel=1e-12)
-
-
-def test_chapter3_dot_product_numbers():
-    dots = offset_dot_product(np.arange(0, 1001), 512)
-    rises = int(np.sum(np.diff(dots) > 0))
-    assert 100 < rises < 900  # it goes up again at many steps: not monotone
-    far = offset_dot_product(np.arange(0, 20_001), 512)
-    assert far.min() < 0
-
-
-def test_chapter3_fade_rms():
-    late = posenc.sinusoidal_encoding(np.arange(5000, 5064), 96)
-    assert np.sqrt((late**2).mean()) == pytest.approx(1 / math.sqrt(2), rel=1e-12)
-
-
-def test_chapter3_fast_and_slow_bands():
-    """Same experiment and seed as the chapter: fast pairs precise but aliased, slow coarse."""
-    d, L, sigma = 64, 2048, 0.4
-    rng = np.random.default_rng(0)
-    table = posenc.sinusoidal_encoding(L, d)
-    true = rng.integers(0, L, 3000)
-    errs = []
-    for cols in (np.arange(0, 16), np.arange(48, 64)):
-        noisy = table[true][:, cols] + rng.normal(0.0, sigma, (true.size, cols.size))
-        errs.append(np.abs(nearest_position(noisy, table[:, cols]) - true))
-    fast, slow = errs
-    assert np.mean(fast == 0) > 0.85 and np.mean(fast > 100) > 0.005 and fast.max() > 1000
-    assert np.mean(slow == 0) < 0.02 and 100 < np.median(slow) < 250 and slow.max() < 1200
-
-
-def test_chapter3_middle_band_exercise():
-    """Exercise 4: the middle band at the chapter's noise level is graded, with no far-off errors."""
-    d, L, sigma = 64, 2048, 0.4
-    rng = np.random.default_rng(0)
-    table = posenc.sinusoidal_encoding(L, d)
-    true = rng.integers(0, L, 3000)
-    cols = np.arange(24, 40)
-    noisy = table[true][:, cols] + np.random.default_rng(1).normal(0.0, sigma, (true.size, cols.size))
-    err = np.abs(nearest_position(noisy, table[:, cols]) - true)
-    assert 0.02 < np.mean(err == 0) < 0.2 and 2 <= np.median(err) <= 20 and err.max() < 100
-    lam = 2 * np.pi / posenc.sinusoidal_frequencies(d)[12:20]
-    assert lam.max() == pytest.approx(1490.0, abs=1.0)
-
-
-def test_chapter3_float32_changes_minimum_distance_by_under_half_a_percent():
-    for d in (8, 64, 512):
-        exact = min_distance_by_length(100_000, d)[100_000]
-        single = min_distance_float32(np.array([100_000]), d)[0]
-        assert abs(single - exact) / exact < 0.005, d
+def test_identity_projection_keeps_position_terms_relative():
+    # with A = I the position-position term is PE(i).PE(j), a function of i - j only
+    p = torch.from_numpy(posenc.sinusoidal_encoding(20, 16))
+    eye = torch.eye(16, dtype=torch.float64)
+    pp = book.attention_score_terms(torch.zeros_like(p), p, eye, eye)["position-position"]
+    for k in range(-18, 19):
+        diag = pp.diagonal(k)
+        assert float((diag - diag[0]).abs().max()) < 1e-12

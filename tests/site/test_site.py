@@ -39,8 +39,12 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+
+
 BUILT = ROOT / "_build" / "html"
+
+
 # Everything the built site is made from: if any is newer than the build, rebuild.
 SOURCE_GLOBS = (
     "_config.yml",
@@ -50,6 +54,8 @@ SOURCE_GLOBS = (
     "notebooks/*.ipynb",
     "posenc/**/*.py",
 )
+
+
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -61,7 +67,11 @@ CHROMIUM_ARGS = [
     "--disable-default-apps",
     "--disable-extensions",
 ]
+
+
 PAGE_TIMEOUT_MS = 30_000
+
+
 THEMES = ("light", "dark")
 
 
@@ -209,6 +219,7 @@ async () => {
 }
 """
 
+
 _MATH_JS = """
 async () => {
   const sources = document.querySelectorAll('span.math, div.math');
@@ -276,8 +287,7 @@ def _crawl(browser, base: str, html: Path) -> SiteReport:
         current = {"name": ""}
         page.on(
             "console",
-            lambda m, _t=theme: m.type == "error"
-            and rep.console_errors.append(f"[{_t}] {current['name']}: {m.text}"),
+            lambda m, _t=theme: m.type == "error" and rep.console_errors.append(f"[{_t}] {current['name']}: {m.text}"),
         )
         page.on(
             "pageerror",
@@ -285,14 +295,16 @@ def _crawl(browser, base: str, html: Path) -> SiteReport:
         )
         page.on(
             "requestfailed",
-            lambda req, _b=base, _t=theme: req.url.startswith(_b)
-            and rep.failed_requests.append(f"[{_t}] {current['name']}: {req.url} ({req.failure})"),
+            lambda req, _b=base, _t=theme: (
+                req.url.startswith(_b)
+                and rep.failed_requests.append(f"[{_t}] {current['name']}: {req.url} ({req.failure})")
+            ),
         )
         page.on(
             "response",
-            lambda resp, _t=theme: resp.status >= 400
-            and rep.failed_requests.append(
-                f"[{_t}] {current['name']}: {resp.url} -> HTTP {resp.status}"
+            lambda resp, _t=theme: (
+                resp.status >= 400
+                and rep.failed_requests.append(f"[{_t}] {current['name']}: {resp.url} -> HTTP {resp.status}")
             ),
         )
 
@@ -335,8 +347,7 @@ def _crawl(browser, base: str, html: Path) -> SiteReport:
                 rep.math_problems.append(f"{name}: has math but MathJax is not loaded")
             if math["unrendered"]:
                 rep.math_problems.append(
-                    f"[{theme}] {name}: {math['unrendered']} formulas not rendered, "
-                    f"e.g. {math.get('unrendered_text')}"
+                    f"[{theme}] {name}: {math['unrendered']} formulas not rendered, e.g. {math.get('unrendered_text')}"
                 )
             for err in math["errors"]:
                 rep.math_problems.append(f"[{theme}] {name}: MathJax error: {err}")

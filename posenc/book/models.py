@@ -18,15 +18,14 @@ Nothing else changes between schemes, so a comparison measures the scheme alone.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
-from ._checks import check_choice, check_int
-from .bias import ShawRelativePosition, T5RelativeBias, alibi_bias
-from .learned import LearnedPositionalEmbedding
-from .sinusoidal import SinusoidalPositionalEncoding
+from .._checks import check_choice, check_int
+from ..attention import SelfAttention
+from ..bias import ALiBiBias, ShawRelativePosition, T5RelativeBias
+from ..learned import LearnedPositionalEmbedding
+from ..sinusoidal import SinusoidalPositionalEncoding
 
 #: The positional schemes accepted by :class:`PositionalTransformer`.
 SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi", "t5", "shaw")
@@ -35,7 +34,7 @@ SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi", "t5", "shaw")
 #: no maximum length; the table is a cache).
 SINUSOIDAL_TABLE_LEN = 4096
 
-__all__ = ["SCHEMES", "CausalSelfAttention", "PositionalTransformer", "count_parameters"]
+__all__ = ["SCHEMES", "Block", "PositionalTransformer", "count_parameters"]
 
 
 def count_parameters(module: nn.Module) -> int:
@@ -50,69 +49,53 @@ def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
-class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention with hooks for every positional scheme.
+class Block(nn.Module):
+    """Pre-norm transformer block: ``x + Attn(LN(x))`` then ``x + MLP(LN(x))``.
+
+    The attention is the library's :class:`posenc.SelfAttention`; position enters through
+    its hooks (``bias``, ``rotary``) or through ``x``. The book's two models (this
+    chapter's causal :class:`PositionalTransformer` and chapter 5's
+    :class:`~posenc.book.tabular.TabularTransformer`) are built from it.
 
     Args:
         d_model: model width.
-        n_heads: number of heads; must divide ``d_model``.
-
-    Shapes:
-        ``forward(x, *, bias=None, rotary=None, shaw=None)``: ``x`` is
-        ``(batch, seq, d_model)``; ``bias`` an additive ``(n_heads, seq, seq)`` score bias;
-        ``rotary`` a module applied to queries and keys of shape
-        ``(batch, n_heads, seq, head_dim)``; ``shaw`` a :class:`~posenc.bias.ShawRelativePosition`.
-        Returns ``(batch, seq, d_model)``.
+        n_heads: attention heads (must divide ``d_model``).
+        d_ff: hidden width of the MLP.
+        causal: causal attention.
+        activation: ``"gelu"`` or ``"relu"``.
+        shaw_max_distance: give the block its own Shaw et al. term with this clipping
+            distance (``None``: none).
 
     Example:
-        >>> attn = CausalSelfAttention(16, 4)
-        >>> attn(torch.randn(2, 5, 16)).shape
+        >>> Block(16, 4, 64)(torch.randn(2, 5, 16)).shape
         torch.Size([2, 5, 16])
     """
 
-    def __init__(self, d_model: int, n_heads: int) -> None:
-        super().__init__()
-        self.d_model = check_int("d_model", d_model)
-        self.n_heads = check_int("n_heads", n_heads)
-        if self.d_model % self.n_heads:
-            raise ValueError(f"n_heads must divide d_model={self.d_model}, got n_heads={self.n_heads}")
-        self.head_dim = self.d_model // self.n_heads
-        self.qkv = nn.Linear(self.d_model, 3 * self.d_model, bias=False)
-        self.out = nn.Linear(self.d_model, self.d_model, bias=False)
-
-    def forward(
+    def __init__(
         self,
-        x: torch.Tensor,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
         *,
-        bias: torch.Tensor | None = None,
-        rotary: nn.Module | None = None,
-        shaw: nn.Module | None = None,
-    ) -> torch.Tensor:
-        b, s, _ = x.shape
-        q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        if rotary is not None:
-            q, k = rotary(q), rotary(k)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        if shaw is not None:
-            scores = scores + shaw(q)
-        if bias is not None:
-            scores = scores + bias.to(scores.dtype)
-        mask = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
-        weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        return self.out((weights @ v).transpose(1, 2).reshape(b, s, self.d_model))
-
-
-class _Block(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, shaw_distance: int | None) -> None:
+        causal: bool = True,
+        activation: str = "gelu",
+        shaw_max_distance: int | None = None,
+    ) -> None:
         super().__init__()
+        act = {"gelu": nn.GELU, "relu": nn.ReLU}[check_choice("activation", activation, ("gelu", "relu"))]
         self.norm1 = nn.LayerNorm(d_model)
-        self.attn = CausalSelfAttention(d_model, n_heads)
+        self.attn = SelfAttention(d_model, n_heads, causal=causal)
         self.norm2 = nn.LayerNorm(d_model)
-        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
-        self.shaw = None if shaw_distance is None else ShawRelativePosition(d_model // n_heads, shaw_distance)
+        self.mlp = nn.Sequential(nn.Linear(d_model, check_int("d_ff", d_ff)), act(), nn.Linear(d_ff, d_model))
+        self.shaw = (
+            None
+            if shaw_max_distance is None
+            else ShawRelativePosition(d_model // n_heads, check_int("shaw_max_distance", shaw_max_distance))
+        )
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor | None, rotary: nn.Module | None) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), bias=bias, rotary=rotary, shaw=self.shaw)
+    def forward(self, x: torch.Tensor, bias=None, rotary: nn.Module | None = None) -> torch.Tensor:
+        bias = self.shaw if self.shaw is not None else bias
+        x = x + self.attn(self.norm1(x), bias=bias, rotary=rotary)
         return x + self.mlp(self.norm2(x))
 
 
@@ -139,8 +122,8 @@ class PositionalTransformer(nn.Module):
         logits ``(batch, seq, vocab_size)``.
 
     Attributes:
-        positional: the module holding the scheme's own state (``None`` for ``"none"`` and
-            ``"alibi"``); :meth:`scheme_parameters` counts its trainable parameters.
+        positional: the module holding the scheme's own state (``None`` for ``"none"``
+            and ``"shaw"``, whose terms live in the blocks); :meth:`scheme_parameters` counts its trainable parameters.
 
     Example:
         >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
@@ -188,11 +171,13 @@ class PositionalTransformer(nn.Module):
         elif self.scheme == "rope":
             if head_dim % 2:
                 raise ValueError(f"scheme='rope' needs an even head_dim, got d_model/n_heads={head_dim}")
-            from .rotary import RotaryEmbedding
+            from ..rotary import RotaryEmbedding
 
             # RoFormer's interleaved pairing; the scores are the same as with the half
             # layout up to a fixed permutation of the q/k projection weights
             self.positional = RotaryEmbedding(head_dim, layout="interleaved")
+        elif self.scheme == "alibi":
+            self.positional = ALiBiBias(self.n_heads)
         elif self.scheme == "t5":
             self.positional = T5RelativeBias(
                 self.n_heads,
@@ -200,7 +185,9 @@ class PositionalTransformer(nn.Module):
                 num_buckets=t5_num_buckets,
                 max_distance=t5_max_distance,
             )
-        self.blocks = nn.ModuleList(_Block(self.d_model, self.n_heads, d_ff, shaw) for _ in range(self.n_layers))
+        self.blocks = nn.ModuleList(
+            Block(self.d_model, self.n_heads, d_ff, shaw_max_distance=shaw) for _ in range(self.n_layers)
+        )
         self.norm = nn.LayerNorm(self.d_model)
         self.head = nn.Linear(self.d_model, self.vocab_size)
 
@@ -238,11 +225,10 @@ class PositionalTransformer(nn.Module):
         length = self.max_len if length is None else check_int("length", length)
         device = self.embed.weight.device
         x = self.positional(torch.zeros(1, length, self.d_model, device=device))
-        attn = self.blocks[0].attn
-        q, k, _ = attn.qkv(self.blocks[0].norm1(x)).view(1, length, 3, self.n_heads, -1).permute(2, 0, 3, 1, 4)
-        scores = (q @ k.transpose(-2, -1))[0] / math.sqrt(q.shape[-1])
-        mask = torch.ones(length, length, dtype=torch.bool, device=device).tril()
-        return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        block = self.blocks[0]
+        block.attn(block.norm1(x))
+        weights = block.attn.last_weights
+        return weights[0] if weights.ndim == 4 else weights
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
@@ -260,10 +246,8 @@ class PositionalTransformer(nn.Module):
             x = self.positional(x)
         elif self.scheme == "rope":
             rotary = self.positional
-        elif self.scheme == "alibi":
-            bias = alibi_bias(self.n_heads, seq).to(x.device)
-        elif self.scheme == "t5":
-            bias = self.positional(seq)
+        elif self.scheme in ("alibi", "t5"):
+            bias = self.positional(seq).to(x.device)  # computed once, shared by all layers as in T5
         for block in self.blocks:
             x = block(x, bias, rotary)
         return self.head(self.norm(x))

@@ -191,8 +191,6 @@ def test_bad_input_is_rejected_clearly(call, error, match):
         call()
 
 
-# --- against reference implementations installed with transformers ----------------------
-
 @pytest.mark.parametrize("n, d", [(50, 16), (300, 512), (64, 96), (40, 7), (40, 1)])
 def test_interleaved_matches_xlm_table_bit_for_bit(n, d):
     """XLM (and DistilBERT) build the paper's interleaved table in float64, stored as float32."""

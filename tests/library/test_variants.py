@@ -27,8 +27,6 @@ from posenc.variants import (
 )
 
 
-# --- independent restatements of the published formulas (element by element) ---------
-
 def t2t_formula(length, channels, min_timescale=1.0, max_timescale=1.0e4, start_index=0):
     """tensor2tensor get_timing_signal_1d, written out one entry at a time."""
     n = channels // 2
@@ -82,7 +80,21 @@ def one_based_formula(n, d, l_max=10000, *, literal):
     return w[1:, 1:].T  # (positions, dimensions), 0-based
 
 
-# --- bit for bit against the formulas ---------------------------------------------------
+def wrong_exponent(n, d):
+    j = np.arange(d)
+    angles = np.arange(n)[:, None] / 10000 ** (j / d)
+    return np.where(j % 2 == 0, np.sin(angles), np.cos(angles))
+
+
+def classic_slices(n, d):
+    """The common slice-assignment implementation (written here for the test)."""
+    pe = torch.zeros(n, d)
+    pos = torch.arange(n, dtype=torch.float32)[:, None]
+    div = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    pe[:, 0::2] = torch.sin(pos * div)
+    pe[:, 1::2] = torch.cos(pos * div)
+    return pe
+
 
 @pytest.mark.parametrize("channels", [2, 3, 4, 7, 16, 96, 512])
 @pytest.mark.parametrize("start_index", [0, 5])
@@ -122,8 +134,6 @@ def test_t2t_spacing_differs_from_paper_and_ends_at_max_timescale():
     )
 
 
-# --- against the float32 references shipped with transformers ---------------------------
-
 def test_fairseq_matches_transformers_fsmt_reference():
     fsmt = pytest.importorskip("transformers.models.fsmt.modeling_fsmt")
     for dim in (4, 5, 16, 33, 512):
@@ -144,7 +154,9 @@ def test_fairseq_matches_m2m100_reference_module():
     with torch.no_grad():
         ref = emb(input_ids=tokens).double().numpy()
     pos = fairseq_positions(tokens.numpy(), padding_idx=1)
-    np.testing.assert_array_equal(pos, m2m.M2M100SinusoidalPositionalEmbedding.create_position_ids_from_input_ids(tokens, 1).numpy())
+    np.testing.assert_array_equal(
+        pos, m2m.M2M100SinusoidalPositionalEmbedding.create_position_ids_from_input_ids(tokens, 1).numpy()
+    )
     ours = fairseq_sinusoidal_table(30, 16, padding_idx=1)[pos]
     np.testing.assert_allclose(ours, ref, atol=1e-6)
     assert pos[0, 0] == 2  # the first real token sits at position padding_idx + 1
@@ -157,8 +169,6 @@ def test_fairseq_positions_reference():
     ref = fsmt.SinusoidalPositionalEmbedding.make_positions(torch.from_numpy(tokens), 1).numpy()
     np.testing.assert_array_equal(fairseq_positions(tokens, 1), ref)
 
-
-# --- layouts are one matrix up to a column permutation ----------------------------------
 
 @given(d=st.integers(2, 300), n=st.integers(1, 40))
 @settings(max_examples=40, deadline=None)
@@ -180,8 +190,6 @@ def test_paper_layouts_are_a_column_permutation(d):
     np.testing.assert_array_equal(concat, inter[:, posenc.layout_permutation(d)])
     np.testing.assert_array_equal(inter, concat[:, np.argsort(posenc.layout_permutation(d))])
 
-
-# --- index conventions of the source notes -----------------------------------------------
 
 @pytest.mark.parametrize("d", [4, 8, 96])
 def test_one_based_corrected_form_is_the_paper(d):
@@ -206,14 +214,6 @@ def test_i_up_to_d_over_2_inclusive_gives_two_extra_columns():
     assert len(cols) == d + 2 and max(cols) == d + 1
 
 
-# --- the wrong exponent (cosine column with its own index) ------------------------------
-
-def wrong_exponent(n, d):
-    j = np.arange(d)
-    angles = np.arange(n)[:, None] / 10000 ** (j / d)
-    return np.where(j % 2 == 0, np.sin(angles), np.cos(angles))
-
-
 def test_wrong_exponent_breaks_pairs_and_rotation():
     d, n = 16, 400
     good, bad = posenc.sinusoidal_encoding(n, d), wrong_exponent(n, d)
@@ -226,18 +226,6 @@ def test_wrong_exponent_breaks_pairs_and_rotation():
     assert res_good < 1e-20 and res_bad > 1e-6
 
 
-# --- odd widths --------------------------------------------------------------------------
-
-def classic_slices(n, d):
-    """The common slice-assignment implementation (written here for the test)."""
-    pe = torch.zeros(n, d)
-    pos = torch.arange(n, dtype=torch.float32)[:, None]
-    div = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
-    pe[:, 0::2] = torch.sin(pos * div)
-    pe[:, 1::2] = torch.cos(pos * div)
-    return pe
-
-
 def test_classic_slices_crash_on_odd_width_and_posenc_does_not():
     classic_slices(4, 6)
     with pytest.raises(RuntimeError):
@@ -247,8 +235,6 @@ def test_classic_slices_crash_on_odd_width_and_posenc_does_not():
     np.testing.assert_allclose(pe[:, 4], np.sin(np.arange(4) / 10000 ** (4 / 5)), rtol=1e-15)
     assert np.all(tensor2tensor_timing_signal(4, 5)[:, 4] == 0)
 
-
-# --- bad input ---------------------------------------------------------------------------
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="embedding_dim"):
@@ -270,8 +256,6 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="tokens"):
         fairseq_positions(np.zeros((2, 2, 2), dtype=int), 1)
 
-
-# --- numbers quoted in chapter 2's prose and exercises ----------------------------------
 
 def test_chapter2_exercise_numbers():
     pe2 = posenc.sinusoidal_encoding([2], 4)[0]

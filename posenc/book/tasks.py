@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_choice, check_int
+from .._checks import check_choice, check_int
 
 #: The task names accepted by :func:`make_task_batch`.
 TASKS = ("offset_copy", "fixed_retrieve")

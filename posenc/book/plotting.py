@@ -11,6 +11,8 @@ from collections.abc import Iterator
 
 import matplotlib as mpl
 
+from .results import acc_key
+
 BOOK_RC: dict[str, object] = {
     "figure.facecolor": "white",
     "axes.facecolor": "white",
@@ -89,7 +91,7 @@ def plot_length_extrapolation(
         jitter = 2 ** (0.03 * (k - (len(schemes) - 1) / 2))  # keep error bars apart
         xs, ys, es = [], [], []
         for f in factors:
-            mean, std, n = stats[f"acc_{f}x"]
+            mean, std, n = stats[acc_key(f)]
             if n:
                 xs.append(f * train_len * jitter)
                 ys.append(mean)

@@ -11,19 +11,45 @@ scheme is scored on the same sequences.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import nn
 
-from ._checks import check_choice, check_int
+from .._checks import check_choice, check_int
 from .models import SCHEMES, PositionalTransformer, count_parameters
+from .results import acc_key, pos_key
 from .tasks import TASKS, make_task_batch
 
-__all__ = ["RunConfig", "config_dict", "evaluate_accuracy", "run_trial", "score_keys", "summarize_trials", "train_model"]
+__all__ = ["RunConfig", "config_dict", "evaluate_accuracy", "run_trial", "score_keys", "seeded", "train_model"]
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Run the block with torch's global generator seeded by ``seed``, then restore it.
+
+    The one seeding policy of the book's training loops: whatever they draw from the
+    global generator (initial weights) is fixed by ``seed``, and the caller's random
+    state is left exactly as it was, so a notebook cell after a run draws the same
+    numbers whether or not the run happened. A notebook that wants its own random
+    numbers seeds them itself.
+
+    Example:
+        >>> with seeded(0):
+        ...     a = torch.rand(1)
+        >>> with seeded(0):
+        ...     b = torch.rand(1)
+        >>> bool(a == b)
+        True
+    """
+    seed = check_int("seed", seed, minimum=0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
 
 
 @dataclass(frozen=True)
@@ -217,7 +243,7 @@ def run_trial(
 
     def score(model: nn.Module) -> dict:
         return {
-            f"acc_{f}x": evaluate_accuracy(model, task, f * config.train_len, config, seed=seed)
+            acc_key(f): evaluate_accuracy(model, task, f * config.train_len, config, seed=seed)
             for f in config.eval_factors
         }
 
@@ -231,8 +257,8 @@ def run_trial(
             scores[step] = score(model)
             eval_seconds += time.perf_counter() - t
 
-    torch.manual_seed(seed)
-    model = config.model(scheme)
+    with seeded(seed):
+        model = config.model(scheme)
     start = time.perf_counter()
     losses = train_model(model, task, config, seed=seed, callback=callback if wanted else None)
     seconds = time.perf_counter() - start - eval_seconds
@@ -251,7 +277,7 @@ def run_trial(
         result["checkpoints"] = dict(sorted(scores.items()))
     if per_position:
         for f in config.eval_factors:
-            result[f"pos_{f}x"] = evaluate_accuracy(
+            result[pos_key(f)] = evaluate_accuracy(
                 model, task, f * config.train_len, config, seed=seed, per_position=True
             )
     if keep_model:
@@ -261,7 +287,7 @@ def run_trial(
 
 def score_keys(config: RunConfig) -> list[str]:
     """The accuracy keys of :func:`run_trial` for ``config``: ``["acc_1x", "acc_2x", ...]``."""
-    return [f"acc_{f}x" for f in config.eval_factors]
+    return [acc_key(f) for f in config.eval_factors]
 
 
 def config_dict(config: RunConfig) -> dict:
@@ -269,44 +295,3 @@ def config_dict(config: RunConfig) -> dict:
     d = asdict(config)
     d["eval_factors"] = list(d["eval_factors"])
     return d
-
-
-def summarize_trials(
-    rows: list[dict],
-    *,
-    steps: int | None = None,
-    keys: tuple[str, ...] = ("acc_1x", "acc_2x", "acc_4x"),
-) -> dict[tuple[str, str], dict[str, tuple[float, float, int]]]:
-    """Mean, standard deviation (over seeds, ``ddof=1``) and count per task and scheme.
-
-    Args:
-        rows: result rows, each a dict with ``task``, ``scheme``, optionally ``steps``, and
-            the ``keys`` (``None`` or ``nan`` where the model could not run).
-        steps: keep only rows with this ``steps`` value (``None``: keep all).
-        keys: the metrics to summarise.
-
-    Returns:
-        ``{(task, scheme): {key: (mean, std, n)}}``, in the order the rows first name
-        them; ``(nan, nan, 0)`` where no seed has a value, std ``nan`` when ``n == 1``.
-
-    Example:
-        >>> rows = [{"task": "t", "scheme": "s", "acc_1x": a} for a in (0.5, 0.7)]
-        >>> summarize_trials(rows, keys=("acc_1x",))[("t", "s")]["acc_1x"]
-        (0.6, 0.14142135623730948, 2)
-    """
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for row in rows:
-        if steps is not None and row.get("steps") != steps:
-            continue
-        groups.setdefault((row["task"], row["scheme"]), []).append(row)
-    out = {}
-    for group, members in groups.items():
-        stats = {}
-        for key in keys:
-            values = [float(r[key]) for r in members if r.get(key) is not None and not math.isnan(float(r[key]))]
-            n = len(values)
-            mean = sum(values) / n if n else math.nan
-            std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else math.nan
-            stats[key] = (mean, std, n)
-        out[group] = stats
-    return out

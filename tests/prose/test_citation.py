@@ -22,12 +22,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+
+
 BIB = ROOT / "references.bib"
+
+
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
 PAGES = sorted((ROOT / "book").glob("*.md"))
 
+
 CITE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]+)`")
+
+
 VENUE_FIELD = {
     "article": "journal",
     "inproceedings": "booktitle",
@@ -55,6 +64,75 @@ def bib():
 
     # strict parsing: a duplicate key raises instead of being silently dropped
     return parse_file(str(BIB), bib_format="bibtex")
+
+
+def _bibtex_block(text: str) -> str:
+    m = re.search(r"```bibtex\n(.*?)```", text, re.S)
+    assert m, "no ```bibtex block"
+    return m.group(1).strip()
+
+
+# ----------------------------------------------------------------------------- labels
+LABEL_LINE = re.compile(r"^\(([A-Za-z0-9_.:-]+)\)=\s*$")
+
+
+def _chapter_problems(nb_path: Path) -> list[str]:
+    cells = _markdown_cells(nb_path)
+    name = nb_path.name
+    problems = []
+    lines = "\n".join(cells).splitlines()
+    # chapter label before the title
+    first = [ln for ln in lines if ln.strip()][:2]
+    if not (first and LABEL_LINE.match(first[0]) and first[0].startswith("(ch-")):
+        problems.append(f"{name}: the first line is not a (ch-...)= label")
+    # every section heading has a label line right before it
+    for i, ln in enumerate(lines):
+        if re.match(r"^#{2,4} ", ln):
+            prev = next((p for p in reversed(lines[:i]) if p.strip()), "")
+            m = LABEL_LINE.match(prev)
+            if not (m and m.group(1).startswith("sec-")):
+                problems.append(f"{name}: section {ln.strip()!r} has no (sec-...)= label")
+    text = "\n".join(cells)
+    # figures
+    for m in re.finditer(r"```\{(?:glue:figure|figure)\}[^\n]*\n((?::[^\n]*\n)*)", text):
+        opts = m.group(1)
+        if not re.search(r"^:name: fig-", opts, re.M):
+            problems.append(f"{name}: figure without ':name: fig-...'")
+        if not re.search(r"^:alt: \S", opts, re.M):
+            problems.append(f"{name}: figure without alt text")
+    # display equations: $$ ... $$ (eq-label); steps inside a proof are linked through
+    # the labelled theorem they prove
+    outside_proofs = re.sub(r"```\{prf:proof\}.*?\n```", "", text, flags=re.S)
+    for m in re.finditer(r"\$\$(.+?)\$\$([^\n]*)", outside_proofs, re.S):
+        if not re.match(r"\s*\(eq-[A-Za-z0-9_-]+\)", m.group(2)):
+            problems.append(f"{name}: display equation without (eq-...) label: {m.group(1)[:50]!r}")
+    for m in re.finditer(r"```\{math\}[^\n]*\n((?::[^\n]*\n)*)", text):
+        if not re.search(r"^:label: eq-", m.group(1), re.M):
+            problems.append(f"{name}: math directive without ':label: eq-...'")
+    # exercises and solutions
+    exercises = re.findall(r"```\{exercise\}[^\n]*\n((?::[^\n]*\n)*)", text)
+    labels = []
+    for opts in exercises:
+        m = re.search(r"^:label: (ex-\S+)", opts, re.M)
+        if not m:
+            problems.append(f"{name}: exercise without ':label: ex-...'")
+        else:
+            labels.append(m.group(1))
+    if not labels:
+        problems.append(f"{name}: no exercises")
+    for lab in labels:
+        sol = re.search(r"```\{solution(?:-start)?\} " + re.escape(lab) + r"\s*\n((?::[^\n]*\n)*)", text)
+        if not sol:
+            problems.append(f"{name}: exercise {lab} has no solution")
+        elif ":class: dropdown" not in sol.group(1):
+            problems.append(f"{name}: solution of {lab} is not collapsed (:class: dropdown)")
+    # learning objectives at the top, a summary at the end
+    head = "\n".join(cells[:3]).lower()
+    if not re.search(r"objective|you will learn|what you will|learning goals", head):
+        problems.append(f"{name}: no learning objectives in the first cells")
+    if not re.search(r"^#{2,3} .*summary", text, re.M | re.I):
+        problems.append(f"{name}: no summary section")
+    return problems
 
 
 # ----------------------------------------------------------------------------- bibliography
@@ -115,16 +193,8 @@ def test_citation_cff_fields():
     assert set(cff["license"]) == {"CC-BY-4.0", "MIT"}
     pref = cff["preferred-citation"]
     assert pref["type"] == "book" and pref["title"] and pref["authors"] and pref["year"]
-    version = re.search(
-        r'^version\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M
-    ).group(1)
+    version = re.search(r'^version\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
     assert str(cff["version"]) == version, "CITATION.cff and pyproject.toml disagree on the version"
-
-
-def _bibtex_block(text: str) -> str:
-    m = re.search(r"```bibtex\n(.*?)```", text, re.S)
-    assert m, "no ```bibtex block"
-    return m.group(1).strip()
 
 
 def test_readme_and_citing_page_give_the_same_bibtex():
@@ -145,75 +215,8 @@ def test_licences_stated():
     assert "CC-BY-4.0" in (ROOT / "LICENSE-TEXT.md").read_text(encoding="utf-8")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "CC-BY-4.0" in readme and "MIT" in readme
-    footer = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["html"][
-        "extra_footer"
-    ]
+    footer = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["html"]["extra_footer"]
     assert "CC-BY-4.0" in footer and "MIT" in footer
-
-
-# ----------------------------------------------------------------------------- labels
-LABEL_LINE = re.compile(r"^\(([A-Za-z0-9_.:-]+)\)=\s*$")
-
-
-def _chapter_problems(nb_path: Path) -> list[str]:
-    cells = _markdown_cells(nb_path)
-    name = nb_path.name
-    problems = []
-    lines = "\n".join(cells).splitlines()
-    # chapter label before the title
-    first = [ln for ln in lines if ln.strip()][:2]
-    if not (first and LABEL_LINE.match(first[0]) and first[0].startswith("(ch-")):
-        problems.append(f"{name}: the first line is not a (ch-...)= label")
-    # every section heading has a label line right before it
-    for i, ln in enumerate(lines):
-        if re.match(r"^#{2,4} ", ln):
-            prev = next((p for p in reversed(lines[:i]) if p.strip()), "")
-            m = LABEL_LINE.match(prev)
-            if not (m and m.group(1).startswith("sec-")):
-                problems.append(f"{name}: section {ln.strip()!r} has no (sec-...)= label")
-    text = "\n".join(cells)
-    # figures
-    for m in re.finditer(r"```\{(?:glue:figure|figure)\}[^\n]*\n((?::[^\n]*\n)*)", text):
-        opts = m.group(1)
-        if not re.search(r"^:name: fig-", opts, re.M):
-            problems.append(f"{name}: figure without ':name: fig-...'")
-        if not re.search(r"^:alt: \S", opts, re.M):
-            problems.append(f"{name}: figure without alt text")
-    # display equations: $$ ... $$ (eq-label); steps inside a proof are linked through
-    # the labelled theorem they prove
-    outside_proofs = re.sub(r"```\{prf:proof\}.*?\n```", "", text, flags=re.S)
-    for m in re.finditer(r"\$\$(.+?)\$\$([^\n]*)", outside_proofs, re.S):
-        if not re.match(r"\s*\(eq-[A-Za-z0-9_-]+\)", m.group(2)):
-            problems.append(f"{name}: display equation without (eq-...) label: {m.group(1)[:50]!r}")
-    for m in re.finditer(r"```\{math\}[^\n]*\n((?::[^\n]*\n)*)", text):
-        if not re.search(r"^:label: eq-", m.group(1), re.M):
-            problems.append(f"{name}: math directive without ':label: eq-...'")
-    # exercises and solutions
-    exercises = re.findall(r"```\{exercise\}[^\n]*\n((?::[^\n]*\n)*)", text)
-    labels = []
-    for opts in exercises:
-        m = re.search(r"^:label: (ex-\S+)", opts, re.M)
-        if not m:
-            problems.append(f"{name}: exercise without ':label: ex-...'")
-        else:
-            labels.append(m.group(1))
-    if not labels:
-        problems.append(f"{name}: no exercises")
-    for lab in labels:
-        sol = re.search(
-            r"```\{solution(?:-start)?\} " + re.escape(lab) + r"\s*\n((?::[^\n]*\n)*)", text
-        )
-        if not sol:
-            problems.append(f"{name}: exercise {lab} has no solution")
-        elif ":class: dropdown" not in sol.group(1):
-            problems.append(f"{name}: solution of {lab} is not collapsed (:class: dropdown)")
-    # learning objectives at the top, a summary at the end
-    head = "\n".join(cells[:3]).lower()
-    if not re.search(r"objective|you will learn|what you will|learning goals", head):
-        problems.append(f"{name}: no learning objectives in the first cells")
-    if not re.search(r"^#{2,3} .*summary", text, re.M | re.I):
-        problems.append(f"{name}: no summary section")
-    return problems
 
 
 @pytest.mark.parametrize("nb_path", CHAPTERS, ids=[p.stem for p in CHAPTERS])

@@ -7,7 +7,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc import LearnedPositionalEmbedding, SelfAttention, SinusoidalPositionalEncoding, causal_mask
+from posenc import (
+    LearnedPositionalEmbedding,
+    SelfAttention,
+    SinusoidalPositionalEncoding,
+    causal_mask,
+)
 
 
 def test_learned_adds_its_rows():
@@ -122,8 +127,15 @@ def test_chapter1_sentence_vectors():
             gap_without = (pooled(a, False) - pooled(b, False)).abs().max().item()
             gap_with = (pooled(a, True) - pooled(b, True)).abs().max().item()
             mask = nn.Transformer.generate_square_subsequent_mask(5)
-            causal_cat = (layer(embed(a), src_mask=mask, is_causal=True)[0, 1]
-                          - layer(embed(b), src_mask=mask, is_causal=True)[0, 4]).abs().max().item()
+            causal_cat = (
+                (
+                    layer(embed(a), src_mask=mask, is_causal=True)[0, 1]
+                    - layer(embed(b), src_mask=mask, is_causal=True)[0, 4]
+                )
+                .abs()
+                .max()
+                .item()
+            )
     finally:
         torch.set_default_dtype(old)
     assert gap_without < 1e-12

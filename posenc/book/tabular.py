@@ -15,7 +15,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._checks import check_int, check_positive_float
+from .._checks import check_choice, check_int, check_positive_float
+from .models import Block
+from .results import to_numpy
+from .training import seeded
+from ..tabular import (
+    ColumnEmbedding,
+    FeatureTokenizer,
+    PeriodicEmbedding,
+    PiecewiseLinearEmbedding,
+    SharedValueEmbedding,
+    _uniform_,
+    quantile_bins,
+)
 
 __all__ = [
     "TabularSplit",
@@ -174,8 +186,7 @@ def r2_score(y_true: object, y_pred: object) -> float:
         >>> r2_score([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
         1.0
     """
-    yt = np.asarray(y_true.detach().cpu() if hasattr(y_true, "detach") else y_true, dtype=np.float64).ravel()
-    yp = np.asarray(y_pred.detach().cpu() if hasattr(y_pred, "detach") else y_pred, dtype=np.float64).ravel()
+    yt, yp = to_numpy(y_true).ravel(), to_numpy(y_pred).ravel()
     if yt.shape != yp.shape:
         raise ValueError(f"y_true and y_pred must have the same length, got {yt.shape} and {yp.shape}")
     sst = float(((yt - yt.mean()) ** 2).sum())
@@ -212,7 +223,7 @@ def fit_regressor(
     batch_size: int | None = None,
     return_model: bool = False,
 ) -> dict[str, float] | tuple[dict[str, float], nn.Module]:
-    """Seed torch, build a model, train it with AdamW on mean-squared error, and score it.
+    """Build a model under a seeded generator, train it with AdamW on mean-squared error, and score it.
 
     Training is full-batch when ``batch_size`` is None (otherwise minibatches drawn with a
     seeded generator), so given ``seed`` the run is deterministic on a CPU.
@@ -232,8 +243,8 @@ def fit_regressor(
         ``return_model=True``.
     """
     steps = check_int("steps", steps)
-    torch.manual_seed(seed)
-    model = make_model()
+    with seeded(seed):
+        model = make_model()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(seed)
     n = data.x_train.shape[0]
@@ -290,20 +301,6 @@ def run_seeds(
         table = {key: np.array([r[key] for r in runs]) for key in runs[0]}
         out[name] = table if metric is None else table[metric]
     return (out, models) if keep_models else out
-
-
-def summarize(results: Mapping[str, object]) -> list[tuple[str, float, float]]:
-    """``(name, mean, standard deviation)`` of each result array (sample std, ``ddof=1``; 0 for one value).
-
-    Example:
-        >>> summarize({"a": [1.0, 3.0]})
-        [('a', 2.0, 1.4142135623730951)]
-    """
-    rows = []
-    for name, values in results.items():
-        v = np.asarray(values, dtype=np.float64).ravel()
-        rows.append((name, float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0))
-    return rows
 
 
 def sklearn_baselines(data: TabularSplit, seeds: Iterable[int] = (0,)) -> dict[str, np.ndarray]:
@@ -386,11 +383,10 @@ def value_embedding_configs(
         >>> sorted(value_embedding_configs(feature_identity_task(32, 8)))
         ['MLP', 'linear (FT)', 'periodic (PLR)', 'piecewise-linear (Q-L)']
     """
-    from .tabular import TabularTransformer, quantile_bins
 
     nf = data.n_features
     bins = quantile_bins(data.x_train, n_bins)
-    common = dict(identity="per_feature", d_model=d_model, d_ffn=2 * d_model, n_layers=n_layers)
+    common = dict(identity="per_feature", d_model=d_model, d_ff=2 * d_model, n_layers=n_layers)
 
     def transformer(value: str, **kw: object) -> Callable[[], nn.Module]:
         return lambda: TabularTransformer(nf, value_embedding=value, **common, **kw)
@@ -401,3 +397,108 @@ def value_embedding_configs(
         "piecewise-linear (Q-L)": transformer("piecewise", bins=bins),
         "MLP": lambda: make_mlp(nf),
     }
+
+
+# ------------------------------------------------------------------ the chapter-5 model
+
+
+VALUE_EMBEDDINGS = ("linear", "periodic", "piecewise")
+IDENTITIES = ("none", "column", "per_feature")
+
+
+class TabularTransformer(nn.Module):
+    """The small transformer over feature tokens trained in chapter 5.
+
+    ``x -> value tokens (+ identity) -> [CLS] + tokens -> n_layers pre-norm blocks of
+    single-head self-attention and a ReLU feed-forward (:class:`~posenc.book.models.Block`) -> LayerNorm, ReLU, Linear on the
+    [CLS] token``. No positional encoding is used: the only way the model can know which
+    column a token came from is ``identity``.
+
+    Args:
+        n_features: number of numerical columns.
+        value_embedding: ``"linear"`` (``x_j w + b``), ``"periodic"``
+            (:class:`PeriodicEmbedding`, "PLR") or ``"piecewise"``
+            (:class:`PiecewiseLinearEmbedding` on quantile bins, "Q-L"; needs ``bins``).
+        identity: how feature identity enters. ``"none"``: one value embedding shared by
+            all features and nothing else (the model is then exactly invariant to
+            permuting the columns); ``"column"``: shared value embedding plus an additive
+            :class:`ColumnEmbedding` (TabTransformer/SAINT style); ``"per_feature"``:
+            separate embedding weights per feature (for ``"linear"`` this is
+            :class:`FeatureTokenizer`, FT-Transformer).
+        d_model: token width.
+        n_layers: number of transformer blocks.
+        d_ff: hidden width of the feed-forward layers.
+        d_out: number of outputs.
+        n_frequencies, sigma: passed to :class:`PeriodicEmbedding`.
+        bins: bin edges for ``"piecewise"`` (e.g. ``quantile_bins(x_train, 16)``). Note
+            that per-column quantile bins differ between columns and so already tell the
+            columns apart: with ``identity="none"`` the model is permutation-invariant
+            only if every column gets the same edges.
+
+    Shapes:
+        ``tokens(x)``: ``(batch, n_features)`` -> ``(batch, n_features + 1, d_model)``.
+        ``forward(x)``: ``(batch, n_features)`` -> ``(batch, d_out)``.
+
+    Example:
+        >>> model = TabularTransformer(4, value_embedding="periodic", identity="per_feature", d_model=8)
+        >>> model(torch.randn(3, 4)).shape
+        torch.Size([3, 1])
+    """
+
+    def __init__(
+        self,
+        n_features: int,
+        *,
+        value_embedding: str = "linear",
+        identity: str = "per_feature",
+        d_model: int = 32,
+        n_layers: int = 1,
+        d_ff: int = 64,
+        d_out: int = 1,
+        n_frequencies: int = 16,
+        sigma: float = 1.0,
+        bins: Sequence[object] | None = None,
+    ) -> None:
+        super().__init__()
+        self.n_features = check_int("n_features", n_features)
+        self.value_embedding = check_choice("value_embedding", value_embedding, VALUE_EMBEDDINGS)
+        self.identity = check_choice("identity", identity, IDENTITIES)
+        d_model = check_int("d_model", d_model)
+        shared = self.identity != "per_feature"
+        if self.value_embedding == "linear":
+            self.embed: nn.Module = (
+                SharedValueEmbedding(self.n_features, d_model)
+                if shared
+                else FeatureTokenizer(self.n_features, d_model, cls=False)
+            )
+        elif self.value_embedding == "periodic":
+            self.embed = PeriodicEmbedding(
+                self.n_features, d_model, n_frequencies=n_frequencies, sigma=sigma, shared=shared
+            )
+        else:
+            if bins is None:
+                raise ValueError("value_embedding='piecewise' needs bins, e.g. bins=quantile_bins(x_train, 16)")
+            self.embed = PiecewiseLinearEmbedding(bins, d_model, shared=shared)
+            if self.embed.n_features != self.n_features:
+                raise ValueError(f"bins has {self.embed.n_features} features, expected n_features={self.n_features}")
+        self.column = ColumnEmbedding(self.n_features, d_model) if self.identity == "column" else None
+        self.cls_token = nn.Parameter(_uniform_(torch.empty(d_model), d_model))
+        self.blocks = nn.ModuleList(Block(d_model, 1, check_int("d_ff", d_ff), causal=False, activation="relu") for _ in range(check_int("n_layers", n_layers)))
+        self.head = nn.Sequential(nn.LayerNorm(d_model), nn.ReLU(), nn.Linear(d_model, check_int("d_out", d_out)))
+
+    def tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """The input tokens ``[CLS, token_1, ..., token_n]`` before the first block."""
+        t = self.embed(x)
+        if self.column is not None:
+            t = self.column(t)
+        cls = self.cls_token.to(t.dtype).expand(t.shape[0], 1, -1)
+        return torch.cat([cls, t], dim=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.tokens(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(h[:, 0])
+
+    def extra_repr(self) -> str:
+        return f"n_features={self.n_features}, value_embedding={self.value_embedding!r}, identity={self.identity!r}"

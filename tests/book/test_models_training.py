@@ -1,0 +1,167 @@
+"""The small transformer, its positional schemes, the tasks and the training loop (chapter 6)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import posenc
+from posenc import book
+from posenc.book import RunConfig
+
+TINY = RunConfig(steps=3, batch_size=4, eval_size=8, d_model=16, n_heads=2, n_layers=1, train_len=8)
+
+
+@pytest.mark.parametrize("scheme", book.SCHEMES)
+def test_each_scheme_trains_a_step_without_nan(scheme):
+    torch.manual_seed(0)
+    model = book.PositionalTransformer(16, scheme=scheme, max_len=16)
+    batch = book.make_task_batch("offset_copy", 8, 16, generator=torch.Generator().manual_seed(0))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    logits = model(batch.inputs)
+    loss = torch.nn.functional.cross_entropy(logits[batch.mask], batch.targets[batch.mask])
+    opt.zero_grad()
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    opt.step()
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert torch.isfinite(model(batch.inputs)).all()
+
+
+@pytest.mark.parametrize("scheme", book.SCHEMES)
+def test_model_is_causal(scheme):
+    torch.manual_seed(1)
+    model = book.PositionalTransformer(16, scheme=scheme, max_len=12).eval()
+    tokens = torch.randint(0, 16, (2, 12), generator=torch.Generator().manual_seed(1))
+    changed = tokens.clone()
+    changed[:, 7:] = (changed[:, 7:] + 1) % 16
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens)[:, :7], model(changed)[:, :7])
+
+
+def test_scheme_parameter_counts():
+    d, h, layers, max_len = 32, 4, 2, 16
+    counts = {
+        s: book.PositionalTransformer(16, scheme=s, d_model=d, n_heads=h, n_layers=layers, max_len=max_len)
+        for s in book.SCHEMES
+    }
+    added = {s: m.scheme_parameters() for s, m in counts.items()}
+    assert added == {
+        "none": 0,
+        "sinusoidal": 0,
+        "learned": max_len * d,  # 512
+        "rope": 0,
+        "alibi": 0,
+        "t5": 32 * h,  # one table shared by all layers, as in T5
+        "shaw": layers * (2 * 8 + 1) * (d // h),  # 272
+    }
+    base = book.count_parameters(counts["none"])
+    for s, m in counts.items():
+        assert book.count_parameters(m) == base + added[s]
+
+
+def test_rope_has_no_trainable_parameters():
+    rope = posenc.RotaryEmbedding(64)
+    assert book.count_parameters(rope) == 0
+    assert len(list(rope.parameters())) == 0
+
+
+def test_learned_embedding_past_max_len_raises_clearly():
+    emb = posenc.LearnedPositionalEmbedding(8, 4)
+    with pytest.raises(ValueError, match="max_len=8"):
+        emb(torch.zeros(1, 9, 4))
+    model = book.PositionalTransformer(10, scheme="learned", max_len=8)
+    model(torch.zeros(1, 8, dtype=torch.long))  # exactly max_len is fine
+    with pytest.raises(ValueError, match="max_len"):
+        model(torch.zeros(1, 9, dtype=torch.long))
+
+
+def test_other_schemes_run_past_the_training_length():
+    for scheme in ("none", "sinusoidal", "rope", "alibi", "t5", "shaw"):
+        model = book.PositionalTransformer(10, scheme=scheme, max_len=8)
+        assert model(torch.zeros(1, 40, dtype=torch.long)).shape == (1, 40, 10)
+
+
+def test_evaluate_reports_nan_where_learned_cannot_run():
+    torch.manual_seed(0)
+    model = TINY.model("learned")
+    assert math.isnan(book.evaluate_accuracy(model, "offset_copy", 16, TINY, seed=0))
+    acc = book.evaluate_accuracy(model, "offset_copy", 8, TINY, seed=0)
+    assert 0.0 <= acc <= 1.0
+    pos = book.evaluate_accuracy(model, "offset_copy", 8, TINY, seed=0, per_position=True)
+    assert len(pos) == 8 and all(math.isnan(a) for a in pos[:3])
+
+
+def test_run_trial_is_deterministic():
+    a = book.run_trial("t5", "fixed_retrieve", 3, TINY, checkpoints=(2,))
+    b = book.run_trial("t5", "fixed_retrieve", 3, TINY, checkpoints=(2,))
+    for key in ("acc_1x", "acc_2x", "acc_4x", "final_loss", "checkpoints"):
+        assert a[key] == b[key]
+    assert a["checkpoints"][3]["acc_1x"] == a["acc_1x"]
+
+
+def test_offset_copy_targets():
+    b = book.make_task_batch("offset_copy", 3, 10, offset=4, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(b.targets[:, 4:], b.inputs[:, :6])
+    assert not b.mask[:, :4].any() and b.mask[:, 4:].all()
+
+
+def test_fixed_retrieve_targets():
+    b = book.make_task_batch("fixed_retrieve", 3, 10, index=2, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(b.targets[:, 2:], b.inputs[:, 2:3].expand(3, 8))
+    assert not b.mask[:, :2].any() and b.mask[:, 2:].all()
+
+
+def test_bad_input_rejected():
+    with pytest.raises(ValueError, match="scheme"):
+        book.PositionalTransformer(10, scheme="relative")
+    with pytest.raises(ValueError, match="n_heads"):
+        book.PositionalTransformer(10, d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="n_heads"):
+        book.PositionalTransformer(10, n_heads=0)
+    with pytest.raises(ValueError, match="tokens"):
+        book.PositionalTransformer(10)(torch.zeros(1, 4))
+    with pytest.raises(ValueError, match=r"tokens must be ids in \[0, vocab_size=10\)"):
+        book.PositionalTransformer(10)(torch.full((1, 4), 10))
+    with pytest.raises(ValueError, match="tokens"):
+        book.PositionalTransformer(10)(torch.full((1, 4), -1))
+    with pytest.raises(ValueError, match="task"):
+        book.make_task_batch("reverse", 2, 8)
+    with pytest.raises(ValueError, match="offset"):
+        book.make_task_batch("offset_copy", 2, 3, offset=3)
+    with pytest.raises(TypeError, match="length"):
+        book.make_task_batch("offset_copy", 2, 8.0)
+    with pytest.raises(TypeError, match="generator"):
+        book.make_task_batch("offset_copy", 2, 8, generator=0)
+    with pytest.raises(ValueError, match="checkpoints"):
+        book.run_trial("none", "offset_copy", 0, TINY, checkpoints=(0,))
+
+
+def test_position_attention_rows_and_errors():
+    torch.manual_seed(0)
+    model = book.PositionalTransformer(10, scheme="sinusoidal", max_len=8)
+    weights = model.position_attention(12)
+    assert weights.shape == (4, 12, 12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(4, 12))
+    assert torch.all(weights.triu(1) == 0)
+    with pytest.raises(ValueError, match="additive"):
+        book.PositionalTransformer(10, scheme="rope").position_attention(4)
+    with pytest.raises(ValueError, match="max_len"):
+        book.PositionalTransformer(10, scheme="learned", max_len=8).position_attention(9)
+
+
+def test_learned_table_on_fixed_retrieve_singles_out_the_read_position():
+    """The chapter's claim: trained on fixed retrieve, the table makes position 2 stand
+    out and the position-only attention of layer 1 points at it from every query."""
+    torch.set_num_threads(1)
+    r = book.run_trial("learned", "fixed_retrieve", 0, RunConfig(steps=300), keep_model=True)
+    w = r["model"].positional.weight.detach()
+    w = w / w.norm(dim=1, keepdim=True)
+    sim = w @ w.T
+    others = [i for i in range(16) if i != 2]
+    assert float(sim[2, others].max()) < -0.5  # position 2 points away from all others
+    attn = r["model"].position_attention()
+    assert float(attn.mean(0)[3:, 2].min()) > 0.9

@@ -1,0 +1,174 @@
+"""Tests of the tabular embeddings and experiment helpers of chapter 5 (posenc.tabular, posenc.book.tabular)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posenc import (
+    ColumnEmbedding,
+    FeatureTokenizer,
+    PeriodicEmbedding,
+    PiecewiseLinearEncoding,
+    book,
+    quantile_bins,
+)
+from posenc.book import (
+    TabularTransformer,
+)
+
+VALUE_KINDS = ["linear", "periodic", "piecewise"]
+
+
+def _bins(n_features: int, n_bins: int = 6, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return quantile_bins(rng.standard_normal((200, n_features)), n_bins)
+
+
+def _model(n_features: int, kind: str, identity: str, seed: int = 0, dtype=torch.float64) -> TabularTransformer:
+    torch.manual_seed(seed)
+    bins = None
+    if kind == "piecewise":
+        # per-column quantile bins differ between columns and would tell them apart; a
+        # model meant to be blind to identity must use one set of edges for every column
+        bins = _bins(n_features) if identity != "none" else _bins(1) * n_features
+    model = TabularTransformer(
+        n_features, value_embedding=kind, identity=identity, d_model=8, d_ff=16, n_layers=2, bins=bins
+    )
+    return model.to(dtype).eval()
+
+
+@pytest.mark.parametrize("kind", VALUE_KINDS)
+@pytest.mark.parametrize("identity", ["none", "column", "per_feature"])
+def test_tabular_transformer_shapes(kind, identity):
+    model = _model(4, kind, identity, dtype=torch.float32)
+    x = torch.randn(5, 4)
+    assert model.tokens(x).shape == (5, 5, 8)
+    assert model(x).shape == (5, 1)
+
+
+def test_gradients_flow_to_frequencies():
+    emb = PeriodicEmbedding(3, 4, n_frequencies=5)
+    emb(torch.randn(8, 3)).pow(2).sum().backward()
+    g = emb.frequencies.grad
+    assert g is not None and torch.isfinite(g).all() and g.abs().sum() > 0
+    model = TabularTransformer(3, value_embedding="periodic", d_model=8)
+    model(torch.randn(8, 3)).sum().backward()
+    assert model.embed.frequencies.grad.abs().sum() > 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    kind=st.sampled_from(VALUE_KINDS),
+    perm=st.permutations(list(range(5))),
+    seed=st.integers(0, 2**16),
+)
+def test_no_identity_model_is_invariant_to_column_permutations(kind, perm, seed):
+    model = _model(5, kind, "none", seed=seed % 7)
+    x = torch.randn(6, 5, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x[:, perm]), model(x), rtol=0, atol=1e-12)
+        # and the tokens are permuted along with the columns (equivariance)
+        torch.testing.assert_close(model.tokens(x[:, perm])[:, 1:], model.tokens(x)[:, 1:][:, perm])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    kind=st.sampled_from(VALUE_KINDS),
+    identity=st.sampled_from(["column", "per_feature"]),
+    perm=st.permutations(list(range(5))),
+    seed=st.integers(0, 2**16),
+)
+def test_identity_embeddings_break_the_invariance(kind, identity, perm, seed):
+    if list(perm) == list(range(5)):
+        return
+    model = _model(5, kind, identity, seed=seed % 7)
+    x = torch.randn(6, 5, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    assert book.permutation_gap(model, x, perm) > 1e-6
+
+
+def test_per_column_bins_leak_feature_identity():
+    torch.manual_seed(0)
+    model = TabularTransformer(5, value_embedding="piecewise", identity="none", d_model=8, bins=_bins(5)).double()
+    x = torch.randn(6, 5, dtype=torch.float64)
+    assert book.permutation_gap(model, x, [1, 0, 2, 3, 4]) > 1e-6
+
+
+def test_permutation_gap_float32_is_rounding_only():
+    model = _model(4, "linear", "none", dtype=torch.float32)
+    x = torch.randn(64, 4)
+    assert book.permutation_gap(model, x, [3, 1, 0, 2]) < 1e-5
+
+
+def test_bad_constructor_arguments():
+    with pytest.raises(ValueError, match="sigma"):
+        PeriodicEmbedding(3, 4, sigma=0.0)
+    with pytest.raises(ValueError, match="n_features"):
+        FeatureTokenizer(0, 4)
+    with pytest.raises(TypeError, match="d_token"):
+        FeatureTokenizer(3, 4.5)
+    with pytest.raises(ValueError, match="mode"):
+        ColumnEmbedding(3, 4, mode="multiply")
+    with pytest.raises(ValueError, match="identity"):
+        TabularTransformer(3, identity="positional")
+    with pytest.raises(ValueError, match="value_embedding"):
+        TabularTransformer(3, value_embedding="fourier")
+    with pytest.raises(ValueError, match="needs bins"):
+        TabularTransformer(3, value_embedding="piecewise")
+    with pytest.raises(ValueError, match="strictly increasing"):
+        PiecewiseLinearEncoding([[0.0, 0.0, 1.0]])
+    with pytest.raises(ValueError, match="at least two edges"):
+        PiecewiseLinearEncoding([[0.0]])
+    with pytest.raises(ValueError, match="constant"):
+        quantile_bins(np.ones((10, 2)), 3)
+    with pytest.raises(ValueError, match="width d_column"):
+        ColumnEmbedding(3, 4)(torch.zeros(1, 3, 5))
+    with pytest.raises(ValueError, match="permutation"):
+        book.permutation_gap(torch.nn.Identity(), torch.zeros(1, 3), [0, 0, 1])
+
+
+def test_feature_identity_task_is_deterministic_and_linear():
+    a, b = book.feature_identity_task(64, 32, seed=3), book.feature_identity_task(64, 32, seed=3)
+    assert torch.equal(a.x_train, b.x_train) and torch.equal(a.y_test, b.y_test)
+    # y is an exact linear function of x1 - x2 (after standardisation)
+    x = torch.cat([a.x_train, a.x_test]).double()
+    y = torch.cat([a.y_train, a.y_test]).double()
+    design = torch.stack([x[:, 0], x[:, 1], torch.ones_like(y)], 1)
+    coef = torch.linalg.lstsq(design, y[:, None]).solution[:, 0]
+    assert float((design @ coef - y).abs().max()) < 1e-5
+    assert abs(float(coef[0] + coef[1] * (a.x_train[:, 1].std() / a.x_train[:, 0].std()))) < 0.1
+
+
+def test_diabetes_split_is_fixed_and_standardised():
+    a, b = book.diabetes_split(), book.diabetes_split()
+    assert a.x_train.shape == (332, 10) and a.x_test.shape == (110, 10)
+    assert torch.equal(a.x_test, b.x_test)
+    assert a.x_train.mean(0).abs().max() < 1e-5
+    assert abs(float(a.y_train.mean())) < 1e-5
+    assert a.feature_names[2] == "bmi"
+
+
+def test_r2_and_summarize():
+    assert book.r2_score([1.0, 2.0, 3.0], [2.0, 2.0, 2.0]) == 0.0
+    ((name, (mean, std, n)),) = book.summarize({"x": [0.5, 0.7, 0.9]}).items()
+    assert name == "x" and math.isclose(mean, 0.7) and math.isclose(std, 0.2) and n == 3
+    # one summary rule for the whole book: one run has no spread, missing runs do not count
+    assert math.isnan(book.summarize([0.5])[1])
+    assert book.summarize([0.5, None, float("nan")])[2] == 1
+
+
+def test_fit_regressor_is_deterministic():
+    data = book.feature_identity_task(64, 64)
+    make = lambda: TabularTransformer(4, d_model=8, d_ff=16)  # noqa: E731
+    r1 = book.fit_regressor(make, data, seed=1, steps=20)
+    r2 = book.fit_regressor(make, data, seed=1, steps=20)
+    assert r1 == r2
+    r3, model = book.fit_regressor(make, data, seed=1, steps=20, return_model=True)
+    assert r3 == r1 and isinstance(model, TabularTransformer) and not model.training
+    results, models = book.run_seeds({"t": make}, data, [1], metric=None, steps=20, keep_models=True)
+    assert results["t"]["test_r2"][0] == r1["test_r2"] and len(models["t"]) == 1

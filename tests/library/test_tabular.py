@@ -1,0 +1,188 @@
+"""Tests of the tabular embeddings and experiment helpers of chapter 5 (posenc.tabular, posenc.book.tabular)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posenc import (
+    ColumnEmbedding,
+    FeatureTokenizer,
+    PeriodicEmbedding,
+    PiecewiseLinearEmbedding,
+    PiecewiseLinearEncoding,
+    SharedValueEmbedding,
+    quantile_bins,
+)
+from posenc.book import (
+    TabularTransformer,
+)
+
+BAD_INPUTS = [
+    (torch.randn(4, 5), ValueError, "n_features=3"),  # wrong number of features
+    (torch.tensor([[0.0, float("nan"), 1.0]]), ValueError, "NaN"),
+    (torch.tensor([[0.0, float("inf"), 1.0]]), ValueError, "NaN or infinite"),
+    (torch.randn(3), ValueError, "2-D"),
+    (torch.randn(2, 3, 1), ValueError, "2-D"),
+    (torch.ones(2, 3, dtype=torch.long), TypeError, "floating-point"),
+    (np.zeros((2, 3)), TypeError, "torch.Tensor"),
+]
+
+
+def _modules_on_three_features():
+    return [
+        FeatureTokenizer(3, 4),
+        PeriodicEmbedding(3, 4),
+        PiecewiseLinearEncoding([[0.0, 1.0]] * 3),
+        PiecewiseLinearEmbedding([[0.0, 1.0]] * 3, 4),
+        SharedValueEmbedding(3, 4),
+        TabularTransformer(3, d_model=8),
+    ]
+
+
+@pytest.mark.parametrize("cls", [True, False])
+def test_feature_tokenizer_shape(cls):
+    out = FeatureTokenizer(5, 7, cls=cls)(torch.randn(3, 5))
+    assert out.shape == (3, 6 if cls else 5, 7)
+
+
+def test_embedding_shapes():
+    x = torch.randn(4, 3)
+    assert PeriodicEmbedding(3, 6, n_frequencies=5)(x).shape == (4, 3, 6)
+    assert PeriodicEmbedding(3, 6, n_frequencies=5).periodic(x).shape == (4, 3, 10)
+    assert PeriodicEmbedding(3, 6, n_frequencies=5, shared=True)(x).shape == (4, 3, 6)
+    bins = [[0.0, 1.0], [0.0, 1.0, 2.0, 3.0], [-1.0, 0.0, 1.0]]
+    assert PiecewiseLinearEncoding(bins)(x).shape == (4, 3, 3)
+    assert PiecewiseLinearEmbedding(bins, 6)(x).shape == (4, 3, 6)
+    assert SharedValueEmbedding(3, 6)(x).shape == (4, 3, 6)
+    tokens = torch.randn(4, 3, 6)
+    assert ColumnEmbedding(3, 6)(tokens).shape == (4, 3, 6)
+    assert ColumnEmbedding(3, 2, mode="concat")(tokens).shape == (4, 3, 8)
+
+
+def test_dtype_is_preserved():
+    x = torch.randn(2, 3, dtype=torch.float64)
+    assert PeriodicEmbedding(3, 4).double()(x).dtype == torch.float64
+    assert PiecewiseLinearEncoding([[0.0, 1.0]] * 3)(x).dtype == torch.float64
+    assert FeatureTokenizer(3, 4).double()(x).dtype == torch.float64
+
+
+def test_feature_tokenizer_matches_rtdl_linear_embeddings():
+    rtdl = pytest.importorskip("rtdl_revisiting_models")
+    ref = rtdl.LinearEmbeddings(5, 8)
+    tok = FeatureTokenizer(5, 8, cls=False)
+    with torch.no_grad():
+        tok.weight.copy_(ref.weight)
+        tok.bias.copy_(ref.bias)
+    x = torch.randn(6, 5)
+    torch.testing.assert_close(tok(x), ref(x), rtol=0, atol=0)
+
+
+def test_feature_tokenizer_formula_and_cls_first():
+    tok = FeatureTokenizer(3, 4)
+    x = torch.randn(2, 3)
+    out = tok(x)
+    torch.testing.assert_close(out[:, 0], tok.cls_token.expand(2, 4))
+    for j in range(3):  # T_j = b_j + x_j W_j (Gorishniy et al. 2021, section 3.3)
+        torch.testing.assert_close(out[:, j + 1], tok.bias[j] + x[:, j : j + 1] * tok.weight[j])
+
+
+def test_periodic_matches_rtdl_periodic_embeddings():
+    rne = pytest.importorskip("rtdl_num_embeddings")
+    for activation in (True, False):
+        ref = rne.PeriodicEmbeddings(4, 6, n_frequencies=5, frequency_init_scale=0.7, activation=activation, lite=False)
+        ours = PeriodicEmbedding(4, 6, n_frequencies=5, sigma=0.7, activation=activation)
+        with torch.no_grad():
+            ours.frequencies.copy_(ref.periodic.weight)
+            ours.linear.weight.copy_(ref.linear.weight)
+            ours.linear.bias.copy_(ref.linear.bias)
+        x = torch.randn(7, 4)
+        torch.testing.assert_close(ours.periodic(x), ref.periodic(x))
+        torch.testing.assert_close(ours(x), ref(x))
+
+
+def test_periodic_is_cos_sin_of_two_pi_w_x():
+    emb = PeriodicEmbedding(3, 4, n_frequencies=6, sigma=2.0).double()
+    x = torch.randn(5, 3, dtype=torch.float64)
+    w = emb.frequencies.detach().numpy()
+    angles = 2 * np.pi * w[None] * x.numpy()[..., None]
+    expected = np.concatenate([np.cos(angles), np.sin(angles)], axis=-1)
+    np.testing.assert_allclose(emb.periodic(x).detach().numpy(), expected, rtol=0, atol=1e-12)
+    # float32 input: computed in float32, cast back; still within float32 rounding
+    p32 = emb.float().periodic(x.float()).detach().double().numpy()
+    np.testing.assert_allclose(p32, expected, atol=2e-5)
+
+
+def test_periodic_frequency_initialisation_scale():
+    torch.manual_seed(0)
+    emb = PeriodicEmbedding(50, 4, n_frequencies=40, sigma=0.3)
+    std = float(emb.frequencies.detach().std())
+    assert abs(std - 0.3) < 0.02
+    assert abs(float(emb.frequencies.detach().mean())) < 0.02
+
+
+def test_quantile_bins_match_rtdl_compute_bins():
+    rne = pytest.importorskip("rtdl_num_embeddings")
+    x = torch.randn(300, 4, dtype=torch.float64)
+    x[:, 3] = torch.round(x[:, 3])  # few distinct values: repeated quantiles are dropped
+    ours = quantile_bins(x, 10)
+    ref = rne.compute_bins(x, n_bins=10)
+    for a, b in zip(ours, ref):  # rtdl builds the quantile levels with a float32 linspace
+        np.testing.assert_allclose(a, b.numpy(), rtol=0, atol=1e-6)
+    assert len(ours[3]) < 11
+
+
+def test_piecewise_linear_encoding_matches_rtdl():
+    rne = pytest.importorskip("rtdl_num_embeddings")
+    from rtdl_num_embeddings import _PiecewiseLinearEncodingImpl
+
+    # equal numbers of bins: identical layout
+    bins = [torch.tensor([-1.0, 0.0, 0.5, 2.0]), torch.tensor([0.0, 1.0, 2.0, 3.0])]
+    x = torch.tensor([[-3.0, 0.5], [0.25, 1.0], [1.0, 2.5], [5.0, -1.0]])
+    torch.testing.assert_close(PiecewiseLinearEncoding(bins)(x), rne.PiecewiseLinearEncoding(bins)(x).reshape(4, 2, 3))
+    # unequal: rtdl moves each feature's last bin to the end, we pad at the end instead
+    bins = [torch.tensor([-1.0, 1.0]), torch.tensor([0.0, 1.0, 2.0, 3.0, 5.0])]
+    x = torch.randn(20, 2) * 3
+    ours, ref = PiecewiseLinearEncoding(bins)(x), _PiecewiseLinearEncodingImpl(bins)(x)
+    for i, b in enumerate(bins):
+        t = len(b) - 1
+        torch.testing.assert_close(ours[:, i, : t - 1], ref[:, i, : t - 1])
+        torch.testing.assert_close(ours[:, i, t - 1], ref[:, i, -1])
+        assert (ours[:, i, t:] == 0).all()
+
+
+def test_piecewise_linear_encoding_paper_example():
+    ple = PiecewiseLinearEncoding([[0.0, 1.0, 2.0, 4.0]])
+    out = ple(torch.tensor([[-1.0], [0.5], [1.0], [3.0], [6.0]]))[:, 0]
+    expected = torch.tensor([[-1.0, 0.0, 0.0], [0.5, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 0.5], [1.0, 1.0, 2.0]])
+    torch.testing.assert_close(out, expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    edges=st.lists(st.floats(-100, 100, allow_nan=False), min_size=2, max_size=8, unique=True),
+    x=st.floats(-300, 300, allow_nan=False),
+)
+def test_piecewise_linear_encoding_reconstructs_the_value(edges, x):
+    # x = b_0 + sum_t e_t (b_t - b_{t-1}) for every x, inside or outside the bins
+    edges = np.sort(np.array(edges))
+    if np.min(np.diff(edges)) < 1e-6:
+        return
+    e = PiecewiseLinearEncoding([edges]).double()(torch.tensor([[x]], dtype=torch.float64))[0, 0].numpy()
+    assert math.isclose(edges[0] + float(e @ np.diff(edges)), x, rel_tol=1e-9, abs_tol=1e-9)
+    inner = e[1:-1] if len(e) > 2 else np.array([])
+    assert np.all((inner >= 0) & (inner <= 1))
+    if edges[0] <= x <= edges[-1]:  # inside the data range: a thermometer in [0, 1]
+        assert np.all((e >= 0) & (e <= 1)) and np.all(np.diff(e) <= 1e-12)
+
+
+@pytest.mark.parametrize("x, error, message", BAD_INPUTS)
+def test_bad_input_raises_clear_error(x, error, message):
+    for module in _modules_on_three_features():
+        with pytest.raises(error, match=message):
+            module(x)

@@ -1,0 +1,136 @@
+"""Rotary embeddings (chapter 4): cross-checks against transformers and Meta's formulation.
+
+* Half layout: identical (within float32 rounding of the angles) to Hugging Face's
+  ``LlamaRotaryEmbedding`` + ``apply_rotary_pos_emb``, plain and with the scalings
+  transformers implements (linear, dynamic, yarn, llama3).
+* Interleaved layout: identical to the complex-number formulation of Meta's Llama
+  reference code (re-stated independently below: ``torch.polar`` + ``view_as_complex``
+  on pairs ``(2j, 2j+1)``).
+* Properties: scores depend on m - n only, norms are preserved, the weight permutation
+  makes the two layouts agree; angles never formed in 16-bit floats.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import posenc
+import posenc.rotary
+from posenc import book
+
+
+def _check_trained_offset_head():
+    trained, acc = book.train_offset_head(32, 32, offset=1, lr=3e-2, content_scale=0.25, seed=0)
+    assert acc > 0.75
+    torch.manual_seed(1)
+    fresh = posenc.SelfAttention(32)
+    tokens = 0.25 * torch.randn(32, 32, generator=torch.Generator().manual_seed(2))
+    p = torch.from_numpy(posenc.sinusoidal_encoding(32, 32)).float()
+
+    def spread(head):
+        pp = book.attention_score_terms(tokens, p, head.w_q.weight.detach(), head.w_k.weight.detach())[
+            "position-position"
+        ].numpy()
+        return np.mean([np.diagonal(pp, -k).std() for k in range(1, 9)]) / pp.std()
+
+    assert spread(fresh) > 0.8 and spread(trained) < 0.3
+    _, acc_noisy = book.train_offset_head(32, 32, offset=1, lr=3e-2, content_scale=1.0, seed=0)
+    assert acc_noisy < 0.5 < acc
+    with pytest.raises(ValueError, match="offset"):
+        book.train_offset_head(8, 4, offset=4)
+
+
+def test_chapter_numbers_trained_offset_head():
+    # the chapter's claims: training makes the position-position term nearly relative,
+    # random projections do not; more content makes the task harder
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the chapter trains on one thread
+    try:
+        _check_trained_offset_head()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_chapter_numbers_context_extension():
+    hd, base, L, s = 128, 500_000.0, 8192, 8
+    w = posenc.rotary_frequencies(hd, base=base)
+    wavelength = 2 * np.pi / w
+    methods = {
+        "linear": {"type": "linear", "factor": s},
+        "ntk": {"type": "ntk", "factor": s},
+        "yarn": {"type": "yarn", "factor": s, "original_max_position_embeddings": L},
+        "llama3": {
+            "type": "llama3",
+            "factor": s,
+            "low_freq_factor": 1,
+            "high_freq_factor": 4,
+            "original_max_position_embeddings": L,
+        },
+    }
+    unseen = {}
+    for name, sc in methods.items():
+        w_new = posenc.rotary_frequencies(hd, base=base, scaling=sc)
+        unseen[name] = int(((wavelength > L) & (s * L * w_new > L * w * (1 + 1e-12))).sum())
+    assert unseen == {"linear": 0, "ntk": 28, "yarn": 0, "llama3": 0}
+    assert posenc.rotary_attention_factor(methods["yarn"]) == pytest.approx(0.1 * math.log(8) + 1)
+
+
+def test_chapter_numbers_low_precision_positions():
+    m = torch.arange(16_384)
+    assert m.bfloat16().unique().numel() == 1025 and m.half().unique().numel() == 5121
+    assert torch.tensor(257).bfloat16().item() == 256 and torch.tensor(2049).half().item() == 2048
+
+
+def test_chapter_numbers_sines_alone_cannot_be_shifted_linearly():
+    """Chapter 4: least squares finds an exact shift matrix for the full encoding only."""
+    d = 64
+    pos = np.random.default_rng(1).uniform(0, 10_000, 2000)
+    before, after = posenc.sinusoidal_encoding(pos, d), posenc.sinusoidal_encoding(pos + 5, d)
+
+    def unexplained(a, b):
+        m = np.linalg.lstsq(a, b, rcond=None)[0]
+        return np.linalg.norm(a @ m - b) / np.linalg.norm(b)
+
+    assert unexplained(before, after) < 1e-10
+    assert round(unexplained(before[:, 0::2], after[:, 0::2]), 2) == 0.41
+    assert unexplained(before[:, 1::2], after[:, 1::2]) > 0.3
+
+
+def test_chapter_numbers_translation_is_not_a_rotation():
+    rng = np.random.default_rng(0)
+    d = 64
+    rng.uniform(-1000, 10_000, 190), rng.uniform(-5000, 5000, 100)  # the chapter's earlier draws
+    x = rng.standard_normal(d)
+    pe = posenc.sinusoidal_encoding(512, d)
+    ratio = np.linalg.norm(x + pe, axis=1) / np.linalg.norm(x)
+    assert round(ratio.min(), 2) == 1.16 and round(ratio.max(), 2) == 1.45  # a rotation gives 1
+    assert np.linalg.norm(-pe[7] + pe[7]) == 0.0
+
+
+def test_chapter_numbers_bf16_angle_and_mixed_layouts():
+    w1 = float(posenc.rotary_frequencies(128)[1])
+    m = torch.tensor(10_000)
+    bf16_angle = (m.bfloat16() * torch.tensor(w1, dtype=torch.bfloat16)).double()
+    wrapped = (bf16_angle - 10_000 * w1 + math.pi) % (2 * math.pi) - math.pi
+    assert abs(float(wrapped)) > 0.5  # radians off at position 10,000
+    # the chapter's mixed-layout example: most-attended keys change for most queries
+    torch.manual_seed(4)
+    n_heads, hd, width, n = 2, 16, 32, 24
+    wq, wk = torch.randn(n_heads * hd, width), torch.randn(n_heads * hd, width)
+    xs = torch.randn(n, width)
+
+    def attention(wq, wk, layout):
+        q = (xs @ wq.T).view(n, n_heads, hd).transpose(0, 1)
+        k = (xs @ wk.T).view(n, n_heads, hd).transpose(0, 1)
+        rope = posenc.RotaryEmbedding(hd, layout=layout)
+        return torch.softmax(rope(q) @ rope(k).transpose(-1, -2) / math.sqrt(hd), dim=-1)
+
+    reference = attention(wq, wk, "interleaved")
+    perm = posenc.rotary_permutation(hd, n_heads)
+    torch.testing.assert_close(attention(wq[perm], wk[perm], "half"), reference, atol=1e-5, rtol=1e-5)
+    changed = (attention(wq, wk, "half").argmax(-1) != reference.argmax(-1)).float().mean().item()
+    assert changed > 0.5
