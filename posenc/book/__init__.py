@@ -11,7 +11,6 @@ and baselines of chapter 5 (:mod:`~posenc.book.tabular`), and the results files 
 """
 
 from .analysis import (
-    attention_score_terms,
     decade_above,
     float32_encoding,
     float32_row_error,
@@ -22,9 +21,9 @@ from .analysis import (
     offset_distance,
     offset_dot_product,
     round_significant,
-    train_offset_head,
 )
 from .models import SCHEMES, Block, PositionalTransformer, count_parameters
+from .probes import attention_score_terms, train_offset_head
 from .plotting import (
     SCHEME_STYLES,
     book_style,
@@ -52,8 +51,7 @@ from .tasks import TASKS, TaskBatch, make_task_batch
 from .training import RunConfig, config_dict, evaluate_accuracy, run_trial, score_keys, seeded, train_model
 
 __all__ = [
-    # measurements and the numbers of the prose (chapters 2-4)
-    "attention_score_terms",
+    # measurements and the numbers of the prose (chapters 2-3)
     "decade_above",
     "float32_encoding",
     "float32_row_error",
@@ -64,6 +62,8 @@ __all__ = [
     "offset_distance",
     "offset_dot_product",
     "round_significant",
+    # probes of attention heads (chapter 4)
+    "attention_score_terms",
     "train_offset_head",
     # plotting
     "SCHEME_STYLES",

@@ -1,0 +1,127 @@
+"""Chapter 4's probes of attention: the terms of an additive encoding's score, and a trained head.
+
+:func:`attention_score_terms` splits the score of an attention head whose input is
+``token + position`` into its four terms; :func:`train_offset_head` trains the query and
+key projections of one head to look a fixed number of tokens back, so the chapter can
+compare a head that has learned to use position with a random one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .._checks import check_int
+from ..attention import SelfAttention
+from ..sinusoidal import sinusoidal_encoding
+from .training import seeded
+
+__all__ = ["attention_score_terms", "train_offset_head"]
+
+
+def attention_score_terms(
+    tokens: torch.Tensor, encoding: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """The four terms of the attention score when the encoding is *added* to the tokens.
+
+    With ``A = W_q^T W_k / sqrt(d_head)``, the score of query ``i`` and key ``j`` is
+    ``(x_i + p_i)^T A (x_j + p_j)``, the sum of content-content ``x_i^T A x_j``,
+    content-position ``x_i^T A p_j``, position-content ``p_i^T A x_j`` and
+    position-position ``p_i^T A p_j``.
+
+    Args:
+        tokens: token embeddings ``x``, ``(seq, d_model)``.
+        encoding: positional encodings ``p``, ``(seq, d_model)``.
+        w_q, w_k: projection weights ``(d_head, d_model)`` (``nn.Linear.weight``).
+
+    Returns:
+        Dict with keys ``"content-content"``, ``"content-position"``,
+        ``"position-content"``, ``"position-position"``, each ``(seq, seq)``; they add up
+        to the score ``softmax`` sees.
+
+    Example:
+        >>> x, p, w = torch.randn(5, 8), torch.randn(5, 8), torch.randn(4, 8)
+        >>> terms = attention_score_terms(x, p, w, w)
+        >>> full = ((x + p) @ w.T) @ ((x + p) @ w.T).T / 2
+        >>> bool(torch.allclose(sum(terms.values()), full, atol=1e-4))
+        True
+    """
+    for name, t in (("tokens", tokens), ("encoding", encoding), ("w_q", w_q), ("w_k", w_k)):
+        if not isinstance(t, torch.Tensor) or t.ndim != 2:
+            raise TypeError(f"{name} must be a 2-D torch.Tensor")
+    if tokens.shape != encoding.shape:
+        raise ValueError(f"tokens and encoding must have the same shape, got {tuple(tokens.shape)} and {tuple(encoding.shape)}")
+    if w_q.shape != w_k.shape or w_q.shape[1] != tokens.shape[1]:
+        raise ValueError(f"w_q and w_k must both be (d_head, {tokens.shape[1]}), got {tuple(w_q.shape)} and {tuple(w_k.shape)}")
+    scale = 1.0 / math.sqrt(w_q.shape[0])
+    qx, qp = tokens @ w_q.T, encoding @ w_q.T
+    kx, kp = tokens @ w_k.T, encoding @ w_k.T
+    return {
+        "content-content": qx @ kx.T * scale,
+        "content-position": qx @ kp.T * scale,
+        "position-content": qp @ kx.T * scale,
+        "position-position": qp @ kp.T * scale,
+    }
+
+
+def train_offset_head(
+    d_model: int = 32,
+    seq_len: int = 32,
+    offset: int = 1,
+    *,
+    steps: int = 300,
+    batch: int = 16,
+    lr: float = 1e-2,
+    content_scale: float = 1.0,
+    seed: int = 0,
+) -> tuple[nn.Module, float]:
+    """Train the query/key projections of one attention head to look ``offset`` tokens back.
+
+    The input is random token content (standard normal times ``content_scale``) plus
+    the sinusoidal encoding (so only the
+    position can tell the head where to look); the loss is the cross-entropy of the
+    attention weights of query ``i`` against key ``i - offset`` (queries
+    ``i >= offset``). This gives the chapter a pair ``W_q, W_k`` that has learned to
+    use position, to compare with random projections. Deterministic for a given seed
+    (one thread).
+
+    Returns:
+        ``(attention, accuracy)``: the trained :class:`posenc.SelfAttention` and the
+        fraction of queries of a fresh batch whose largest weight is on key ``i - offset``.
+
+    Example:
+        >>> attn, acc = train_offset_head(steps=5, seed=1)
+        >>> attn.w_q.weight.shape
+        torch.Size([32, 32])
+    """
+    d_model = check_int("d_model", d_model, minimum=2)
+    seq_len = check_int("seq_len", seq_len, minimum=2)
+    offset = check_int("offset", offset, minimum=0)
+    if offset >= seq_len:
+        raise ValueError(f"offset must be < seq_len={seq_len}, got {offset}")
+    steps = check_int("steps", steps)
+    gen = torch.Generator().manual_seed(seed)
+    with seeded(seed):
+        attn = SelfAttention(d_model)
+    pe = torch.from_numpy(sinusoidal_encoding(seq_len, d_model)).float()
+    targets = torch.arange(offset, seq_len) - offset
+    opt = torch.optim.Adam(list(attn.w_q.parameters()) + list(attn.w_k.parameters()), lr=lr)
+
+    def log_weights(x: torch.Tensor) -> torch.Tensor:
+        q, k = attn.w_q(x), attn.w_k(x)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(attn.d_head)
+        return scores[:, offset:].log_softmax(-1)
+
+    for _ in range(steps):
+        x = content_scale * torch.randn(batch, seq_len, d_model, generator=gen) + pe
+        lw = log_weights(x)
+        loss = -lw[:, torch.arange(len(targets)), targets].mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        x = content_scale * torch.randn(batch, seq_len, d_model, generator=gen) + pe
+        acc = (log_weights(x).argmax(-1) == targets).float().mean().item()
+    return attn, acc
