@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .._checks import as_positions, check_int, check_positive_float
-from ..sinusoidal import sinusoidal_encoding, sinusoidal_frequencies
+from ..sinusoidal import sinusoidal_frequencies
 
 __all__ = [
     "float32_encoding",

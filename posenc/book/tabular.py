@@ -8,7 +8,7 @@ the real data set is scikit-learn's bundled diabetes table (no download), and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +31,7 @@ from ..tabular import (
 
 __all__ = [
     "TabularSplit",
+    "TabularTransformer",
     "diabetes_split",
     "feature_identity_task",
     "fit_regressor",
@@ -40,7 +41,6 @@ __all__ = [
     "r2_score",
     "run_seeds",
     "sklearn_baselines",
-    "summarize",
     "validation_split",
     "value_embedding_configs",
 ]
