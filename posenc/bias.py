@@ -176,8 +176,9 @@ class AttentionBias(nn.Module):
     values.
     """
 
-    def score_bias(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:  # pragma: no cover
-        raise NotImplementedError
+    def score_bias(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
+        """The additive score term for queries ``q`` ``(..., n_heads, q_len, head_dim)`` and ``k_len`` keys."""
+        raise NotImplementedError(f"{type(self).__name__} must implement score_bias(q, k_len)")
 
 
 def _check_queries(q: object, width: int | None = None) -> torch.Tensor:

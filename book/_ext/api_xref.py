@@ -56,8 +56,9 @@ class PosencModules(SphinxDirective):
             module = importlib.import_module(name)
             doc = (inspect.getdoc(module) or name).splitlines()[0].rstrip(".")
             label = "api-" + name.removeprefix("posenc.").replace(".", "-")
-            lines += [f".. _{label}:", "", f"``{name}``: {doc}", "-" * (len(name) + len(doc) + 6), ""]
-            lines += [f".. automodule:: {name}", "   :members:", ""]
+            # the page is MyST markdown, so the generated content is too
+            lines += [f"({label})=", f"### `{name}`: {doc}", ""]
+            lines += ["```{eval-rst}", f".. automodule:: {name}", "   :members:", "```", ""]
         content = StringList(lines, source=f"<posenc-modules {package}>")
         node = nodes.section()
         node.document = self.state.document

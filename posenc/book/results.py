@@ -133,7 +133,7 @@ def summarize_trials(
     }
 
 
-def read_results(path: str | os.PathLike) -> dict:
+def read_results(path: str | Path) -> dict:
     """Read a results file of ``experiments/results/`` (a dict with a list ``"rows"``).
 
     Example:
@@ -149,7 +149,7 @@ def read_results(path: str | os.PathLike) -> dict:
     return data
 
 
-def write_results(path: str | os.PathLike, rows: list[dict], **metadata: object) -> None:
+def write_results(path: str | Path, rows: list[dict], **metadata: object) -> None:
     """Write ``rows`` (and metadata such as ``config``) atomically as indented JSON.
 
     The file is written to a temporary name first and then renamed, so an interrupted
