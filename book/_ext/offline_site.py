@@ -6,6 +6,7 @@ their inline scripts end up twice in every page (once with ``filename=None``, on
 ``const THEBE_JS_URL = ...`` is a JavaScript ``SyntaxError`` on every page. This extension
 
 * removes duplicate scripts from each page;
+* gives the theme a default colour mode ("auto"), so a first visit logs no error;
 * when live code (thebe) is not enabled among the launch buttons, which is the case for
   this book, removes thebe's scripts, stylesheet and page configuration, so that no page
   mentions a CDN at all (thebe would load its code from unpkg.com when started).
@@ -44,6 +45,10 @@ def _is_thebe_asset(asset) -> bool:
 
 
 def _clean_page(app, pagename, templatename, context, doctree) -> None:
+    # The theme writes `dataset.mode = localStorage.getItem("mode") || "{{ default_mode }}"`;
+    # with no default mode configured, a first visit logs "Got invalid theme mode: ."
+    if not context.get("default_mode"):
+        context["default_mode"] = "auto"
     drop_thebe = not _thebe_enabled(app)
     if "script_files" in context:
         seen: set[tuple] = set()

@@ -253,3 +253,21 @@ def test_every_misconception_has_verdict_evidence_and_source():
         if not re.search(r"\*\*Primary source\.\*\*.*\{cite:[tp]\}", body, re.S):
             problems.append(f"{title}: no primary source cited")
     assert not problems, "\n".join(problems)
+
+
+def test_bibliography_labels_are_author_year_like_the_citations():
+    import importlib.util
+
+    from pybtex.database import parse_file
+
+    spec = importlib.util.spec_from_file_location("bib_style", ROOT / "book" / "_ext" / "bib_style.py")
+    bib_style = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bib_style)
+    entries = list(parse_file(str(ROOT / "references.bib")).entries.values())
+    labels = list(bib_style.AuthorYearLabelStyle().format_labels(entries))
+    pattern = re.compile(r"^[^\W\d][\w' .-]*( and [^\W\d][\w' .-]*| et al\.)?, \d{4}[a-z]?$")
+    bad = [label for label in labels if not pattern.match(label)]
+    assert not bad, bad
+    assert len(set(labels)) == len(labels), "two entries share a label"
+    config = (ROOT / "_config.yml").read_text()
+    assert "bibtex_reference_style: author_year" in config and "bibtex_default_style: authoryear" in config
