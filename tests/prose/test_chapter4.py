@@ -27,9 +27,9 @@ def _check_trained_offset_head():
     trained, acc = book.train_offset_head(32, 32, offset=1, lr=3e-2, content_scale=0.25, seed=0)
     assert acc > 0.75
     torch.manual_seed(1)
-    fresh = posenc.SelfAttention(32)
-    tokens = 0.25 * torch.randn(32, 32, generator=torch.Generator().manual_seed(2))
-    p = torch.from_numpy(posenc.sinusoidal_encoding(32, 32)).float()
+    fresh = posenc.SelfAttention(32).double()
+    tokens = 0.25 * torch.randn(32, 32, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    p = torch.from_numpy(posenc.sinusoidal_encoding(32, 32))
 
     def spread(head):
         pp = book.attention_score_terms(tokens, p, head.w_q.weight.detach(), head.w_k.weight.detach())[
@@ -120,8 +120,9 @@ def test_chapter_numbers_bf16_angle_and_mixed_layouts():
     # the chapter's mixed-layout example: most-attended keys change for most queries
     torch.manual_seed(4)
     n_heads, hd, width, n = 2, 16, 32, 24
-    wq, wk = torch.randn(n_heads * hd, width), torch.randn(n_heads * hd, width)
-    xs = torch.randn(n, width)
+    f64 = dict(dtype=torch.float64)
+    wq, wk = torch.randn(n_heads * hd, width, **f64), torch.randn(n_heads * hd, width, **f64)
+    xs = torch.randn(n, width, **f64)
 
     def attention(wq, wk, layout):
         q = (xs @ wq.T).view(n, n_heads, hd).transpose(0, 1)
@@ -131,6 +132,6 @@ def test_chapter_numbers_bf16_angle_and_mixed_layouts():
 
     reference = attention(wq, wk, "interleaved")
     perm = posenc.rotary_permutation(hd, n_heads)
-    torch.testing.assert_close(attention(wq[perm], wk[perm], "half"), reference, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(attention(wq[perm], wk[perm], "half"), reference, atol=1e-12, rtol=0)
     changed = (attention(wq, wk, "half").argmax(-1) != reference.argmax(-1)).float().mean().item()
     assert changed > 0.5
