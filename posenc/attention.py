@@ -20,7 +20,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ._checks import check_int
+from ._checks import MAX_PARAMETER_ELEMENTS, check_bool, check_device, check_int, check_size
 from .bias import AttentionBias
 
 __all__ = ["SelfAttention", "causal_mask"]
@@ -36,6 +36,8 @@ def causal_mask(seq_len: int, *, device: torch.device | str | None = None) -> to
                 [1, 1, 1]], dtype=torch.int32)
     """
     seq_len = check_int("seq_len", seq_len)
+    check_size("the mask (seq_len, seq_len)", seq_len, seq_len)
+    device = check_device("device", device)
     return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
 
 
@@ -90,9 +92,13 @@ class SelfAttention(nn.Module):
                 f"with n_heads={self.n_heads}, d_head must be d_model / n_heads = {self.d_model / self.n_heads:g}, "
                 f"got {self.d_head}"
             )
-        if not isinstance(causal, bool):
-            raise TypeError(f"causal must be a bool, got {causal!r}")
-        self.causal = causal
+        self.causal = check_bool("causal", causal)
+        check_size(
+            "a projection (d_model, n_heads * d_head)",
+            self.d_model,
+            self.n_heads * self.d_head,
+            limit=MAX_PARAMETER_ELEMENTS,
+        )
         self.w_q = nn.Linear(self.d_model, self.n_heads * self.d_head, bias=False)
         self.w_k = nn.Linear(self.d_model, self.n_heads * self.d_head, bias=False)
         self.w_v = nn.Linear(self.d_model, self.d_model, bias=False)
@@ -110,11 +116,16 @@ class SelfAttention(nn.Module):
         bias: torch.Tensor | AttentionBias | None = None,
         rotary: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.d_model:
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"x must be a tensor of shape (batch, seq, {self.d_model}), got {shape}")
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a torch.Tensor of shape (batch, seq, {self.d_model}), got {type(x).__name__}")
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must be a tensor of shape (batch, seq, {self.d_model}), got {tuple(x.shape)}")
         if not x.is_floating_point():
-            raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+            raise TypeError(
+                f"x must be a floating-point tensor (float16, bfloat16, float32 or float64), got dtype {x.dtype}"
+            )
+        if x.device != self.w_q.weight.device:
+            raise ValueError(f"x must be on the module's device ({self.w_q.weight.device}), got {x.device}")
         b, seq, _ = x.shape
         if mask is not None:
             if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
@@ -122,13 +133,27 @@ class SelfAttention(nn.Module):
                 raise TypeError(f"mask must be a boolean tensor (True = may attend) or None, got {got}")
             if mask.shape != (seq, seq):
                 raise ValueError(f"mask must have shape (seq, seq) = ({seq}, {seq}), got {tuple(mask.shape)}")
+            if mask.device != x.device:
+                raise ValueError(f"mask must be on x's device ({x.device}), got {mask.device}")
         if bias is not None and not isinstance(bias, (torch.Tensor, AttentionBias)):
             raise TypeError(
                 f"bias must be a tensor ending in ({seq}, {seq}), an AttentionBias module or None, "
                 f"got {type(bias).__name__}"
             )
-        if isinstance(bias, torch.Tensor) and bias.shape[-2:] != (seq, seq):
-            raise ValueError(f"bias must end in shape (seq, seq) = ({seq}, {seq}), got {tuple(bias.shape)}")
+        if isinstance(bias, torch.Tensor):
+            if bias.shape[-2:] != (seq, seq) or bias.ndim > 4:
+                raise ValueError(
+                    f"bias must have shape (seq, seq), (n_heads, seq, seq) or (batch, n_heads, seq, seq) "
+                    f"with seq={seq}, got {tuple(bias.shape)}"
+                )
+            if bias.ndim >= 3 and bias.shape[-3] not in (1, self.n_heads):
+                raise ValueError(f"bias must have n_heads={self.n_heads} (or 1) heads in dim -3, got {tuple(bias.shape)}")
+            if bias.ndim == 4 and bias.shape[0] not in (1, b):
+                raise ValueError(f"bias must have batch={b} (or 1) in dim 0, got {tuple(bias.shape)}")
+            if not bias.is_floating_point():
+                raise TypeError(f"bias must be a floating-point tensor (an additive score term), got dtype {bias.dtype}")
+            if bias.device != x.device:
+                raise ValueError(f"bias must be on x's device ({x.device}), got {bias.device}")
         if rotary is not None and not callable(rotary):
             raise TypeError(f"rotary must be a callable such as RotaryEmbedding or None, got {type(rotary).__name__}")
         q = self._heads(self.w_q(x), self.d_head)

@@ -15,6 +15,12 @@ Query/key alignment: when ``k_len > q_len`` (cached decoding: the queries are th
 ``q_len`` tokens of a sequence of ``k_len``), query row ``i`` has position
 ``k_len - q_len + i``, so the offsets are measured from the *end* of the keys. This is
 what Hugging Face's T5 does with ``past_seen_tokens``. ``k_len < q_len`` is rejected.
+
+Every module here computes its tables on the device of its parameters or buffers, with
+no host-device synchronisation, so that it can be captured by ``torch.compile(...,
+fullgraph=True)``; ``reset_parameters()`` re-initialises the parameters and rebuilds the
+non-persistent buffers (after a meta-device initialisation and ``to_empty``). Tables of
+more than ``2**28`` entries are refused with a ``ValueError`` before allocation.
 """
 
 from __future__ import annotations
@@ -24,7 +30,14 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_int
+from ._checks import (
+    MAX_PARAMETER_ELEMENTS,
+    check_bool,
+    check_device,
+    check_float_dtype,
+    check_int,
+    check_size,
+)
 
 __all__ = [
     "ALiBiBias",
@@ -38,7 +51,7 @@ __all__ = [
 ]
 
 
-def _check_lengths(q_len: int, k_len: int | None) -> tuple[int, int]:
+def _check_lengths(q_len: int, k_len: int | None, *heads: int) -> tuple[int, int]:
     q_len = check_int("q_len", q_len)
     k_len = q_len if k_len is None else check_int("k_len", k_len)
     if k_len < q_len:
@@ -46,6 +59,8 @@ def _check_lengths(q_len: int, k_len: int | None) -> tuple[int, int]:
             f"k_len must be >= q_len (queries are aligned to the end of the keys), "
             f"got q_len={q_len}, k_len={k_len}"
         )
+    check_size("the bias table (q_len, k_len)" if not heads else "the bias table (n_heads, q_len, k_len)",
+               *heads, q_len, k_len)
     return q_len, k_len
 
 
@@ -72,6 +87,7 @@ def relative_positions(
                 [-2, -1,  0]])
     """
     q_len, k_len = _check_lengths(q_len, k_len)
+    device = check_device("device", device)
     query = torch.arange(k_len - q_len, k_len, dtype=torch.long, device=device)[:, None]
     key = torch.arange(k_len, dtype=torch.long, device=device)[None, :]
     return key - query
@@ -97,6 +113,7 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
         tensor([0.2500, 0.0625, 0.0156, 0.0039])
     """
     n_heads = check_int("n_heads", n_heads)
+    check_size("the slopes of n_heads", n_heads, limit=2**20)
     p = 2 ** int(math.floor(math.log2(n_heads)))
 
     def geometric(n: int) -> list[float]:
@@ -153,14 +170,21 @@ def alibi_bias(
         >>> F.scaled_dot_product_attention(q, k, v, attn_mask=mask).shape
         torch.Size([1, 4, 5, 8])
     """
-    if not isinstance(bidirectional, bool):
-        raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}")
-    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
-        raise TypeError(f"dtype must be a floating-point torch.dtype or None, got {dtype!r}")
-    slopes = alibi_slopes(n_heads).to(device=device)
-    rel = relative_positions(q_len, k_len, device=device)  # j - i
+    bidirectional = check_bool("bidirectional", bidirectional)
+    dtype = check_float_dtype("dtype", dtype)
+    device = check_device("device", device)
+    n_heads = check_int("n_heads", n_heads)
+    _check_lengths(q_len, k_len, n_heads)
+    return _alibi_from_slopes(alibi_slopes(n_heads).to(device=device), q_len, k_len, bidirectional, dtype)
+
+
+def _alibi_from_slopes(
+    slopes: torch.Tensor, q_len: int, k_len: int | None, bidirectional: bool, dtype: torch.dtype | None
+) -> torch.Tensor:
+    """``-slope * distance`` computed in float32 on the slopes' device, cast to ``dtype`` at the end."""
+    rel = relative_positions(q_len, k_len, device=slopes.device)  # j - i
     rel = -rel.abs() if bidirectional else rel.clamp(max=0)
-    bias = slopes[:, None, None] * rel[None].to(torch.float32)
+    bias = slopes.to(torch.float32)[:, None, None] * rel[None].to(torch.float32)
     return bias if dtype is None else bias.to(dtype)
 
 
@@ -181,26 +205,41 @@ class AttentionBias(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} must implement score_bias(q, k_len)")
 
 
-def _check_queries(q: object, width: int | None = None) -> torch.Tensor:
+def _check_queries(
+    q: object, width: int | None = None, *, n_heads: int | None = None, device: torch.device | None = None
+) -> torch.Tensor:
     if not isinstance(q, torch.Tensor):
         raise TypeError(f"q must be a torch.Tensor of shape (..., q_len, head_dim), got {type(q).__name__}")
     if not q.is_floating_point():
-        raise TypeError(f"q must be a floating-point tensor, got dtype {q.dtype}")
+        raise TypeError(
+            f"q must be a floating-point tensor (float16, bfloat16, float32 or float64), got dtype {q.dtype}"
+        )
     if q.ndim < 2 or (width is not None and q.shape[-1] != width):
         want = "head_dim" if width is None else width
         raise ValueError(f"q must have shape (..., q_len, {want}), got {tuple(q.shape)}")
+    if n_heads is not None and q.ndim >= 3 and q.shape[-3] != n_heads:
+        raise ValueError(
+            f"q must have shape (..., n_heads={n_heads}, q_len, head_dim), got {tuple(q.shape)}"
+        )
+    if device is not None and q.device != device:
+        raise ValueError(f"q must be on the module's device ({device}), got {q.device}")
     return q
 
 
 class ALiBiBias(AttentionBias):
     """ALiBi as a module: no parameters, the bias of :func:`alibi_bias` for each call.
 
+    The slopes are a float32 non-persistent buffer (they follow the module to its device
+    and are not saved in ``state_dict``; :meth:`reset_parameters` rebuilds them), so a
+    call builds the bias on that device with no host-device copy.
+
     Args:
         n_heads: number of heads (>= 1).
         bidirectional: the symmetric form ``-m_h * |i - j|`` (encoders).
 
     Shapes:
-        ``forward(q_len, k_len=None)``: ``(n_heads, q_len, k_len)`` float32 on the CPU.
+        ``forward(q_len, k_len=None, *, dtype=None)``: ``(n_heads, q_len, k_len)`` on the
+        module's device, float32 unless ``dtype`` says otherwise.
         ``score_bias(q, k_len=None)``: the same on ``q``'s device and in its dtype, for
         queries ``(..., n_heads, q_len, head_dim)``.
 
@@ -210,23 +249,40 @@ class ALiBiBias(AttentionBias):
         torch.Size([4, 3, 3])
         >>> alibi.score_bias(torch.randn(2, 4, 3, 8)).shape
         torch.Size([4, 3, 3])
+
+        In a causal model, as the float mask of ``scaled_dot_product_attention`` with the
+        causal mask folded in (``-inf`` above the diagonal):
+
+        >>> import torch.nn.functional as F
+        >>> q = k = v = torch.randn(1, 4, 5, 8)
+        >>> mask = alibi(5).masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
+        >>> F.scaled_dot_product_attention(q, k, v, attn_mask=mask).shape
+        torch.Size([1, 4, 5, 8])
     """
+
+    slopes: torch.Tensor
 
     def __init__(self, n_heads: int, *, bidirectional: bool = False) -> None:
         super().__init__()
         self.n_heads = check_int("n_heads", n_heads)
-        if not isinstance(bidirectional, bool):
-            raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}")
-        self.bidirectional = bidirectional
+        self.bidirectional = check_bool("bidirectional", bidirectional)
+        self.register_buffer("slopes", torch.empty(self.n_heads, dtype=torch.float32), persistent=False)
+        self.reset_parameters()
 
-    def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
-        return alibi_bias(self.n_heads, q_len, k_len, bidirectional=self.bidirectional)
+    def reset_parameters(self) -> None:
+        """Rebuild the slopes buffer in place (a no-op on ``meta``)."""
+        if self.slopes.device.type != "meta":
+            with torch.no_grad():
+                self.slopes.copy_(alibi_slopes(self.n_heads))
+
+    def forward(self, q_len: int, k_len: int | None = None, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+        _check_lengths(q_len, k_len, self.n_heads)
+        return _alibi_from_slopes(self.slopes, q_len, k_len, self.bidirectional, check_float_dtype("dtype", dtype))
 
     def score_bias(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
-        q = _check_queries(q)
-        return alibi_bias(
-            self.n_heads, q.shape[-2], k_len, bidirectional=self.bidirectional, device=q.device, dtype=q.dtype
-        )
+        q = _check_queries(q, n_heads=self.n_heads)
+        _check_lengths(q.shape[-2], k_len, self.n_heads)
+        return _alibi_from_slopes(self.slopes.to(q.device), q.shape[-2], k_len, self.bidirectional, q.dtype)
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, bidirectional={self.bidirectional}"
@@ -277,10 +333,10 @@ def t5_relative_bucket(
         tensor([15,  8,  1,  0, 17, 24, 31])
     """
     rel = _check_integer_tensor("relative_position", relative_position)
-    if not isinstance(bidirectional, bool):
-        raise TypeError(f"bidirectional must be True or False, got {bidirectional!r}")
+    bidirectional = check_bool("bidirectional", bidirectional)
     num_buckets = check_int("num_buckets", num_buckets, minimum=4 if bidirectional else 2)
     max_distance = check_int("max_distance", max_distance)
+    check_size("the buckets of num_buckets", num_buckets, limit=MAX_PARAMETER_ELEMENTS)
     n = num_buckets // 2 if bidirectional else num_buckets
     max_exact = n // 2
     if max_distance <= max_exact:
@@ -339,25 +395,33 @@ class T5RelativeBias(AttentionBias):
         self.bidirectional = bidirectional
         self.num_buckets = int(num_buckets)
         self.max_distance = int(max_distance)
+        check_size("the weight (num_buckets, n_heads)", self.num_buckets, self.n_heads, limit=MAX_PARAMETER_ELEMENTS)
         self.weight = nn.Parameter(torch.zeros(self.num_buckets, self.n_heads))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight again from ``N(0, 0.02**2)``."""
         nn.init.normal_(self.weight, std=0.02)
 
     def buckets(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
-        """The bucket index of every (query, key) pair, shape ``(q_len, k_len)``."""
+        """The bucket index of every (query, key) pair, shape ``(q_len, k_len)``, on the weight's device.
+
+        Built on the device with tensor operations only (no host-device copy or sync).
+        """
         return t5_relative_bucket(
-            relative_positions(q_len, k_len),
+            relative_positions(q_len, k_len, device=self.weight.device),
             bidirectional=self.bidirectional,
             num_buckets=self.num_buckets,
             max_distance=self.max_distance,
         )
 
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
-        idx = self.buckets(q_len, k_len).to(self.weight.device)
-        return self.weight[idx].permute(2, 0, 1)
+        _check_lengths(q_len, k_len, self.n_heads)
+        return self.weight[self.buckets(q_len, k_len)].permute(2, 0, 1)
 
     def score_bias(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
         """The bias for queries ``(..., n_heads, q_len, head_dim)``, in ``q``'s dtype."""
-        q = _check_queries(q)
+        q = _check_queries(q, n_heads=self.n_heads, device=self.weight.device)
         return self(q.shape[-2], k_len).to(q.dtype)
 
     def extra_repr(self) -> str:
@@ -398,11 +462,22 @@ class ShawRelativePosition(AttentionBias):
         super().__init__()
         self.head_dim = check_int("head_dim", head_dim)
         self.max_distance = check_int("max_distance", max_distance)
+        check_size(
+            "the weight (2 * max_distance + 1, head_dim)",
+            2 * self.max_distance + 1,
+            self.head_dim,
+            limit=MAX_PARAMETER_ELEMENTS,
+        )
         self.weight = nn.Parameter(torch.empty(2 * self.max_distance + 1, self.head_dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight again from ``N(0, 0.02**2)``."""
         nn.init.normal_(self.weight, std=0.02)
 
     def forward(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
-        q = _check_queries(q, self.head_dim)
+        q = _check_queries(q, self.head_dim, device=self.weight.device)
+        _check_lengths(q.shape[-2], k_len)
         rel = relative_positions(q.shape[-2], k_len, device=q.device).clamp(-self.max_distance, self.max_distance)
         a = self.weight[rel + self.max_distance].to(q.dtype)  # (q_len, k_len, head_dim)
         return torch.einsum("...id,ijd->...ij", q, a) / math.sqrt(self.head_dim)

@@ -13,6 +13,9 @@ frequencies and the last column is a sine whose cosine partner would be column `
 ``d - 1`` columns keep the paper's formula with the true ``d`` in the exponent ``2i/d``.
 :func:`relative_rotation` needs complete sin/cos pairs and therefore rejects odd
 ``d_model``.
+
+Sizes: a table of more than ``MAX_TABLE_ELEMENTS`` (``2**28``) entries is refused with a
+``ValueError`` before anything is allocated.
 """
 
 from __future__ import annotations
@@ -21,7 +24,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._checks import as_positions, check_choice, check_int, check_positive_float, check_sequence_input
+from ._checks import (
+    MAX_TABLE_ELEMENTS,
+    as_positions,
+    check_choice,
+    check_int,
+    check_optional_bool,
+    check_positive_float,
+    check_probability,
+    check_sequence_input,
+    check_size,
+    offset_or_positions,
+)
 
 LAYOUTS = ("interleaved", "concatenated")
 
@@ -41,6 +55,7 @@ def sinusoidal_frequencies(d_model: int, *, base: float = 10000.0) -> np.ndarray
         array([1.  , 0.01])
     """
     d_model = check_int("d_model", d_model)
+    check_size("the frequencies of d_model", d_model)
     base = check_positive_float("base", base)
     return 1.0 / _denominators(d_model, base)
 
@@ -67,6 +82,7 @@ def layout_permutation(d_model: int) -> np.ndarray:
         array([0, 2, 4, 1, 3, 5])
     """
     d_model = check_int("d_model", d_model)
+    check_size("the permutation of d_model", d_model)
     return np.concatenate([np.arange(0, d_model, 2), np.arange(1, d_model, 2)])
 
 
@@ -99,8 +115,9 @@ def sinusoidal_encoding(
         array([[0.    , 1.    , 0.    , 1.    ],
                [0.8415, 0.5403, 0.01  , 1.    ]])
     """
-    pos = as_positions("positions", positions)
     d_model = check_int("d_model", d_model)
+    check_size("the table of d_model", d_model)
+    pos = as_positions("positions", positions, width=d_model)
     base = check_positive_float("base", base)
     layout = check_choice("layout", layout, LAYOUTS)
     angles = pos[:, None] / _denominators(d_model, base)
@@ -140,6 +157,7 @@ def relative_rotation(offset: float, d_model: int, *, base: float = 10000.0) -> 
     if not np.isfinite(offset):
         raise ValueError(f"offset must be finite, got {offset}")
     d_model = check_int("d_model", d_model)
+    check_size("the matrix (d_model, d_model)", d_model, d_model)
     if d_model % 2:
         raise ValueError(
             f"d_model must be even for relative_rotation (each sine needs its cosine), got {d_model}"
@@ -160,25 +178,40 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     The table (``max_len`` rows) is computed once in float64, stored as a float32
     non-persistent buffer (so it is not saved in ``state_dict``) and cast to the input's
-    dtype in ``forward``. This module does not scale the token embeddings: the paper
-    multiplies them by ``sqrt(d_model)`` before the addition (section 3.4), which is the
-    embedding layer's job.
+    dtype in ``forward``. :meth:`reset_parameters` recomputes it in place, which is what
+    a model initialised on the ``meta`` device needs after ``to_empty``. This module
+    does not scale the token embeddings: the paper multiplies them by ``sqrt(d_model)``
+    before the addition (section 3.4), which is the embedding layer's job.
 
     Args:
         d_model: width of the embeddings.
-        max_len: number of positions in the table.
+        max_len: number of positions in the table (``max_len * d_model`` at most
+            ``2**28``).
         base: the constant 10000 of the paper.
         dropout: dropout probability applied to the sum (0.1 in the paper).
         layout: ``"interleaved"`` or ``"concatenated"``, see :func:`sinusoidal_encoding`.
+        check_values: whether ``forward`` checks that tensor positions lie in
+            ``[0, max_len)``: ``None`` (default) on the CPU outside ``torch.compile``,
+            ``True`` always (a host-device sync on an accelerator), ``False`` never (an
+            out-of-range position is then an indexing error of the device).
 
     Shapes:
-        ``forward(x, offset=0)``: ``x`` is ``(batch, seq, d_model)`` (or ``(seq, d_model)``);
-        returns the same shape, ``x + PE[offset : offset + seq]``.
+        ``forward(x, offset=0, positions=None)``: ``x`` is ``(batch, seq, d_model)`` (or
+        ``(seq, d_model)``, or any ``(..., seq, d_model)``), floating point. Returns the
+        same shape: ``x + PE[offset : offset + seq]`` for an int ``offset``, or
+        ``x + PE[positions]`` for integer ``positions`` of shape ``(seq,)`` or
+        ``x.shape[:-1]`` (one row of positions per example: left-padded or packed
+        batches). A tensor ``offset`` (0-d, or ``(batch,)``) means the positions
+        ``offset + arange(seq)``, without a host-device sync.
 
     Example:
         >>> pe = SinusoidalPositionalEncoding(16, max_len=32)
         >>> pe(torch.zeros(2, 5, 16)).shape
         torch.Size([2, 5, 16])
+        >>> left_padded = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]])
+        >>> out = pe(torch.zeros(2, 5, 16), positions=left_padded)
+        >>> bool((out[0, 3] == pe.pe[1]).all())
+        True
     """
 
     pe: torch.Tensor
@@ -191,26 +224,39 @@ class SinusoidalPositionalEncoding(nn.Module):
         base: float = 10000.0,
         dropout: float = 0.0,
         layout: str = "interleaved",
+        check_values: bool | None = None,
     ) -> None:
         super().__init__()
         self.d_model = check_int("d_model", d_model)
         self.max_len = check_int("max_len", max_len)
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
-        table = sinusoidal_encoding(self.max_len, self.d_model, base=base, layout=layout)
-        self.register_buffer("pe", torch.from_numpy(table).to(torch.float32), persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        check_size("the table (max_len, d_model)", self.max_len, self.d_model, limit=MAX_TABLE_ELEMENTS)
+        self.base = check_positive_float("base", base)
+        self.layout = check_choice("layout", layout, LAYOUTS)
+        self.check_values = check_optional_bool("check_values", check_values)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+        self.register_buffer("pe", torch.empty(self.max_len, self.d_model, dtype=torch.float32), persistent=False)
+        self.reset_parameters()
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        check_sequence_input("x", x, self.d_model)
-        offset = check_int("offset", offset, minimum=0)
-        seq = x.shape[-2]
-        if offset + seq > self.max_len:
-            raise ValueError(
-                f"positions {offset}..{offset + seq - 1} reach past max_len={self.max_len}; "
-                "build the module with a larger max_len"
-            )
-        return self.dropout(x + self.pe[offset : offset + seq].to(x.dtype))
+    def reset_parameters(self) -> None:
+        """Recompute the table in place (on its device, in its dtype); a no-op on ``meta``."""
+        if self.pe.device.type == "meta":
+            return
+        table = sinusoidal_encoding(self.max_len, self.d_model, base=self.base, layout=self.layout)
+        with torch.no_grad():
+            self.pe.copy_(torch.from_numpy(table).to(torch.float32))
+
+    def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
+        x = check_sequence_input("x", x, self.d_model)
+        if x.device != self.pe.device:
+            raise ValueError(f"x must be on the module's device ({self.pe.device}), got {x.device}")
+        offset, positions = offset_or_positions(
+            x, offset, positions, max_len=self.max_len, check_values=self.check_values
+        )
+        if positions is None:
+            table = self.pe[offset : offset + x.shape[-2]]
+        else:
+            table = self.pe[positions]
+        return self.dropout(x + table.to(x.dtype))
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}"
