@@ -28,6 +28,7 @@ from .learned import LearnedPositionalEmbedding
 from .rotary import (
     RotaryEmbedding,
     apply_rotary,
+    apply_rotary_tables,
     normalize_scaling,
     rotary_attention_factor,
     rotary_frequencies,
@@ -76,6 +77,7 @@ __all__ = [
     # rotary embeddings and context extension (chapter 4)
     "RotaryEmbedding",
     "apply_rotary",
+    "apply_rotary_tables",
     "normalize_scaling",
     "rotary_attention_factor",
     "rotary_frequencies",

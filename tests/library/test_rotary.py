@@ -1,19 +1,27 @@
-"""Rotary embeddings (chapter 4): cross-checks against transformers and Meta's formulation.
+"""Rotary embeddings (chapter 4): properties and engineering of ``posenc.rotary``.
 
-* Half layout: identical (within float32 rounding of the angles) to Hugging Face's
-  ``LlamaRotaryEmbedding`` + ``apply_rotary_pos_emb``, plain and with the scalings
-  transformers implements (linear, dynamic, yarn, llama3).
-* Interleaved layout: identical to the complex-number formulation of Meta's Llama
-  reference code (re-stated independently below: ``torch.polar`` + ``view_as_complex``
-  on pairs ``(2j, 2j+1)``).
 * Properties: scores depend on m - n only, norms are preserved, the weight permutation
-  makes the two layouts agree; angles never formed in 16-bit floats.
+  makes the two layouts agree; angles never formed in 16-bit floats; the same for the
+  paths added for models (partial rotary, precomputed tables, a ``seq_dim`` axis).
+* Frequencies: bit-identical to ``posenc.sinusoidal_frequencies``; one function per
+  scaling type in a registry.
+* Engineering: no host-device synchronisation in ``forward`` (runs on the meta device,
+  under ``torch.compile(fullgraph=True)`` and ``torch.export``), tables computed once and
+  applied many times, ``reset_parameters`` after meta-device initialisation, a bounded
+  cache, Hugging Face dicts that need the model's maximum length.
+* Bad input of every kind raises ValueError/TypeError naming the argument
+  (``BAD_INPUTS``, counted by kind, and hypothesis-generated cases).
+* CUDA only (skipped elsewhere): the fused Triton kernel against the eager path, and
+  CUDA-graph capture of a call with position ids.
+
+The cross-checks against ``transformers`` are in ``test_rotary_vs_transformers.py``.
 """
 
 from __future__ import annotations
 
 import doctest
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -23,6 +31,7 @@ from hypothesis import strategies as st
 
 import posenc
 import posenc.rotary
+from posenc.rotary import ROTARY_LAYOUTS, ROTARY_SCALINGS, SCALING_TYPES
 
 HEAD_DIM = 64
 
@@ -239,8 +248,8 @@ def test_bad_positions():
         rope(x, offset=-1)
 
 
-def test_hf_rope_parameters_that_posenc_cannot_honour_are_refused():
-    """rope_theta is the base: a mismatch, or partial RoPE, must not be ignored silently."""
+def test_hf_rope_parameters_are_honoured_or_refused():
+    """rope_theta is the base: a mismatch must not be ignored silently; partial RoPE is honoured."""
     params = {"rope_type": "linear", "factor": 4.0, "rope_theta": 500000.0}
     with pytest.raises(ValueError, match="rope_theta"):
         posenc.RotaryEmbedding(HEAD_DIM, scaling=params)
@@ -250,9 +259,12 @@ def test_hf_rope_parameters_that_posenc_cannot_honour_are_refused():
         posenc.rotary_frequencies(HEAD_DIM, scaling=params)
     ok = posenc.RotaryEmbedding(HEAD_DIM, base=500000.0, scaling=params)
     np.testing.assert_allclose(ok.inv_freq, posenc.rotary_frequencies(HEAD_DIM, base=500000.0) / 4)
-    with pytest.raises(ValueError, match="partial_rotary_factor"):
-        posenc.normalize_scaling({"rope_type": "default", "partial_rotary_factor": 0.25})
+    # partial_rotary_factor is the rotated width, not a scaling: validated, then left out
+    assert posenc.normalize_scaling({"rope_type": "default", "partial_rotary_factor": 0.25}) is None
     assert posenc.normalize_scaling({"rope_type": "default", "partial_rotary_factor": 1.0}) is None
+    with pytest.raises(ValueError, match="partial_rotary_factor"):
+        posenc.normalize_scaling({"rope_type": "default", "partial_rotary_factor": 1.5})
+    assert posenc.RotaryEmbedding(HEAD_DIM, scaling={"rope_type": "default", "partial_rotary_factor": 0.25}).rotary_dim == 16
 
 
 def test_bad_layout_scaling_and_x():
@@ -320,3 +332,391 @@ def test_half_kernel_is_quiet_thread_safe_and_deterministic():
     for t in threads:
         t.join()
     assert len(results) == 20 and all(torch.equal(r, first) for r in results)
+
+
+# ------------------------------------------------------------ frequencies and registry
+
+
+@pytest.mark.parametrize("base", [10000.0, 500000.0, 1e6, 2.5])
+def test_frequencies_are_bit_identical_to_sinusoidal_frequencies(base):
+    for head_dim in range(2, 514, 2):  # 512 included: numpy's vectorised power differed there
+        ours = posenc.rotary_frequencies(head_dim, base=base)
+        theirs = posenc.sinusoidal_frequencies(head_dim, base=base)
+        assert ours.dtype == np.float64 and ours.tobytes() == theirs.tobytes(), head_dim
+    rope = posenc.RotaryEmbedding(512, base=base)
+    assert rope.inv_freq.dtype == torch.float64
+    assert rope.inv_freq.numpy().tobytes() == posenc.sinusoidal_frequencies(512, base=base).tobytes()
+
+
+def test_one_function_per_scaling_type_in_a_registry():
+    assert set(ROTARY_SCALINGS) == {"default", *SCALING_TYPES}
+    specs = {
+        "default": None,
+        "linear": {"type": "linear", "factor": 4},
+        "ntk": {"type": "ntk", "factor": 4},
+        "dynamic": {"type": "dynamic", "factor": 4, "original_max_position_embeddings": 64},
+        "yarn": {"type": "yarn", "factor": 4, "original_max_position_embeddings": 64},
+        "llama3": {
+            "type": "llama3",
+            "factor": 8,
+            "low_freq_factor": 1,
+            "high_freq_factor": 4,
+            "original_max_position_embeddings": 64,
+        },
+    }
+    for kind, spec in specs.items():
+        params = posenc.normalize_scaling(spec) or {}
+        inv_freq, factor = ROTARY_SCALINGS[kind](32, 10000.0, params, None)
+        assert inv_freq.shape == (16,) and inv_freq.dtype == np.float64 and isinstance(factor, float)
+        assert np.array_equal(posenc.rotary_frequencies(32, scaling=spec), inv_freq)
+        assert posenc.rotary_attention_factor(spec) == factor
+        rope = posenc.RotaryEmbedding(32, scaling=spec)
+        assert np.array_equal(rope.inv_freq.numpy(), inv_freq) and rope.attention_factor == factor
+
+
+@pytest.mark.parametrize("head_dim", [2, 4, 6, 64, 128])
+def test_rotary_permutation_is_layout_permutation_per_head(head_dim):
+    perm = posenc.rotary_permutation(head_dim, 3)
+    per_head = posenc.layout_permutation(head_dim)
+    np.testing.assert_array_equal(perm.reshape(3, head_dim) - head_dim * np.arange(3)[:, None], np.tile(per_head, (3, 1)))
+
+
+# ---------------------------------------------------------------- no synchronisation
+
+_SYNC_METHODS = ("item", "tolist", "__bool__", "__int__", "__float__", "__index__")
+
+
+@pytest.fixture
+def no_host_sync(monkeypatch):
+    """Any read of a tensor value into Python (a host-device sync on a GPU) raises."""
+
+    def forbidden(name):
+        def raiser(self, *args, **kwargs):
+            raise AssertionError(f"Tensor.{name} called in the hot path")
+
+        return raiser
+
+    for name in _SYNC_METHODS:
+        monkeypatch.setattr(torch.Tensor, name, forbidden(name))
+
+
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+@pytest.mark.parametrize(
+    "scaling",
+    [None, {"type": "dynamic", "factor": 2, "original_max_position_embeddings": 8}, {"type": "yarn", "factor": 4, "original_max_position_embeddings": 8}],
+)
+def test_forward_with_position_ids_reads_no_tensor_value(layout, scaling):
+    rope = posenc.RotaryEmbedding(16, layout=layout, scaling=scaling, rotary_dim=12)
+    x = torch.randn(2, 3, 5, 16)
+    pos = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])
+    expected = rope(x, pos)
+    cos, sin = rope.tables(pos)
+    with pytest.MonkeyPatch.context() as mp:
+        for name in _SYNC_METHODS:
+            mp.setattr(torch.Tensor, name, lambda self, *a, _n=name, **k: (_ for _ in ()).throw(AssertionError(_n)))
+        out = rope(x, pos)
+        q, k = posenc.apply_rotary_tables(x, x[:, :1], cos, sin, layout=layout)
+        again = rope.tables(pos)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    torch.testing.assert_close(q, expected, rtol=0, atol=0)
+    torch.testing.assert_close(k, expected[:, :1], rtol=0, atol=0)
+    torch.testing.assert_close(again, (cos, sin), rtol=0, atol=0)
+    assert "posenc._rotary_triton" not in sys.modules  # CPU tensors never load Triton
+
+
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+def test_forward_runs_on_the_meta_device(layout):
+    """No value of a meta tensor can be read: a forward that runs there never syncs."""
+    sc = {"rope_type": "dynamic", "factor": 2}
+    rope = posenc.RotaryEmbedding(16, layout=layout, scaling=sc, max_position_embeddings=8, debug=False).to("meta")
+    x = torch.empty(2, 4, 6, 16, device="meta", dtype=torch.bfloat16)
+    for pos in (torch.empty(2, 6, dtype=torch.long, device="meta"), torch.empty(6, dtype=torch.float64, device="meta")):
+        out = rope(x, pos)
+        assert out.shape == x.shape and out.dtype == x.dtype and out.device.type == "meta"
+    assert rope(x, offset=100).device.type == "meta"
+
+
+class _TinyAttention(torch.nn.Module):
+    """A small causal attention that calls the rotary module with position ids."""
+
+    def __init__(self, layout: str, scaling=None, tables: bool = False, rotary_dim=None) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(32, 96)
+        self.rope = posenc.RotaryEmbedding(8, layout=layout, scaling=scaling, rotary_dim=rotary_dim, max_position_embeddings=4)
+        self.use_tables = tables
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        if self.use_tables:
+            cos, sin = self.rope.tables(position_ids)
+            q, k = posenc.apply_rotary_tables(q, k, cos, sin, layout=self.rope.layout)
+        else:
+            q, k = self.rope(q, position_ids), self.rope(k, position_ids)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+_COMPILE_CASES = [
+    ("half", None, False, None),
+    ("interleaved", None, False, None),
+    ("half", {"rope_type": "dynamic", "factor": 2}, True, None),
+    ("interleaved", {"type": "yarn", "factor": 4, "original_max_position_embeddings": 4}, True, 6),
+]
+
+
+@pytest.mark.parametrize(("layout", "scaling", "tables", "rotary_dim"), _COMPILE_CASES)
+def test_compile_fullgraph_with_position_ids(layout, scaling, tables, rotary_dim):
+    torch._dynamo.reset()
+    model = _TinyAttention(layout, scaling, tables, rotary_dim)
+    x = torch.randn(2, 5, 32)
+    pos = torch.arange(5).expand(2, 5) + torch.tensor([[0], [3]])
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(x, pos), model(x, pos), rtol=1e-5, atol=1e-6)
+    # other positions, same shapes: no recompilation needed for new values
+    torch.testing.assert_close(compiled(x, pos + 7), model(x, pos + 7), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("layout", "scaling", "tables", "rotary_dim"), _COMPILE_CASES)
+def test_export_with_position_ids(layout, scaling, tables, rotary_dim):
+    model = _TinyAttention(layout, scaling, tables, rotary_dim)
+    x = torch.randn(2, 5, 32)
+    pos = torch.arange(5).expand(2, 5) + torch.tensor([[0], [3]])
+    exported = torch.export.export(model, (x, pos))
+    assert "_local_scalar_dense" not in str(exported.graph)  # no .item() in the graph
+    for p in (pos, pos + 11):
+        torch.testing.assert_close(exported.module()(x, p), model(x, p), rtol=1e-5, atol=1e-6)
+    floats = torch.export.export(model, (x, pos.double() + 0.5))
+    torch.testing.assert_close(floats.module()(x, pos.double() + 0.5), model(x, pos.double() + 0.5), rtol=1e-5, atol=1e-6)
+
+
+def test_nan_positions_are_caught_on_cpu_and_with_debug_only_elsewhere():
+    x = torch.randn(1, 3, 8)
+    bad = torch.tensor([0.0, float("nan"), 2.0])
+    for debug in (False, True):
+        with pytest.raises(ValueError, match="positions must be finite"):
+            posenc.RotaryEmbedding(8, debug=debug)(x, bad)
+    with pytest.raises(ValueError, match="positions must be finite"):
+        posenc.RotaryEmbedding(8).tables(torch.tensor([float("inf")]))
+    # on the meta device (standing for an accelerator) the check costs a sync: only with debug
+    rope = posenc.RotaryEmbedding(8).to("meta")
+    assert rope(x.to("meta"), bad.to("meta")).device.type == "meta"
+
+
+# ----------------------------------------------------------- tables once, applied many
+
+
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_tables_applied_to_q_and_k_equal_forward(layout, dtype):
+    rope = posenc.RotaryEmbedding(16, layout=layout, scaling={"type": "yarn", "factor": 4, "original_max_position_embeddings": 8})
+    q = torch.randn(2, 4, 6, 16).to(dtype)
+    k = torch.randn(2, 2, 6, 16).to(dtype)  # grouped queries: fewer key heads
+    table_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+    for pos in (torch.arange(6) + 3, torch.stack([torch.arange(6), torch.arange(6) + 40])):
+        cos, sin = rope.tables(pos, dtype=table_dtype)
+        assert cos.shape == (*pos.shape, 8) and cos.dtype == table_dtype
+        q_rot, k_rot = posenc.apply_rotary_tables(q, k, cos, sin, layout=layout)
+        assert q_rot.dtype == dtype and k_rot.shape == k.shape
+        assert torch.equal(q_rot, rope(q, pos)) and torch.equal(k_rot, rope(k, pos))
+    # default positions: seq_len and offset
+    cos, sin = rope.tables(seq_len=6, offset=3, dtype=table_dtype)
+    assert torch.equal(cos, rope.tables(torch.arange(6) + 3, dtype=table_dtype)[0])
+    q_rot, _ = posenc.apply_rotary_tables(q, k, cos, sin, layout=layout)
+    torch.testing.assert_close(q_rot, rope(q, offset=3), rtol=0, atol=0)
+
+
+def test_tables_are_new_tensors_and_leave_the_cache_alone():
+    rope = posenc.RotaryEmbedding(8)
+    cos, sin = rope.tables(seq_len=4)
+    cos.zero_()
+    assert rope.cos_cached[1].abs().sum() > 0
+    with pytest.raises(ValueError, match="seq_len"):
+        rope.tables()
+    with pytest.raises(ValueError, match="either positions or seq_len"):
+        rope.tables(torch.arange(3), seq_len=3)
+    with pytest.raises(TypeError, match="dtype"):
+        rope.tables(seq_len=3, dtype=torch.bfloat16)
+
+
+# ---------------------------------------------------------- partial rotary and seq_dim
+
+
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+def test_partial_rotary_rotates_the_first_coordinates_only(layout):
+    x = torch.randn(2, 3, 7, 20, dtype=torch.float64)
+    pos = torch.arange(7) + 5
+    rope = posenc.RotaryEmbedding(20, rotary_dim=8, layout=layout)
+    y = rope(x, pos)
+    torch.testing.assert_close(y[..., :8], posenc.RotaryEmbedding(8, layout=layout)(x[..., :8], pos), rtol=0, atol=0)
+    assert torch.equal(y[..., 8:], x[..., 8:])
+    torch.testing.assert_close(rope(x, offset=5), y, rtol=0, atol=1e-12)
+    torch.testing.assert_close(posenc.apply_rotary(x, pos, layout=layout, rotary_dim=8), y, rtol=0, atol=1e-12)
+    # Hugging Face's spelling, as an argument and in a rope_parameters dict
+    assert posenc.RotaryEmbedding(20, partial_rotary_factor=0.4).rotary_dim == 8
+    in_dict = posenc.RotaryEmbedding(20, layout=layout, scaling={"rope_type": "default", "partial_rotary_factor": 0.4})
+    assert in_dict.rotary_dim == 8 and torch.equal(in_dict(x, pos), y)
+    np.testing.assert_array_equal(
+        posenc.rotary_frequencies(20, scaling={"rope_type": "default", "partial_rotary_factor": 0.4}),
+        posenc.rotary_frequencies(8),
+    )
+    # odd head widths are fine when the rotated part is even
+    assert posenc.RotaryEmbedding(9, rotary_dim=4)(torch.randn(2, 9)).shape == (2, 9)
+    assert "rotary_dim=8" in repr(rope)
+
+
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+def test_seq_dim_for_batch_seq_heads_layout(layout):
+    x = torch.randn(2, 6, 4, 16)  # (batch, seq, heads, head_dim)
+    heads_first = x.transpose(1, 2)
+    rope = posenc.RotaryEmbedding(16, layout=layout)
+    rope_bshd = posenc.RotaryEmbedding(16, layout=layout, seq_dim=1)
+    expected = rope(heads_first).transpose(1, 2)
+    torch.testing.assert_close(rope_bshd(x), expected, rtol=0, atol=0)
+    assert not torch.allclose(rope(x), expected)  # without seq_dim the heads are taken for positions
+    pos = torch.stack([torch.arange(6), torch.arange(6) + 9])
+    torch.testing.assert_close(rope_bshd(x, pos), rope(heads_first, pos).transpose(1, 2), rtol=0, atol=0)
+    torch.testing.assert_close(posenc.apply_rotary(x, pos, layout=layout, seq_dim=-3), rope(heads_first, pos).transpose(1, 2), rtol=0, atol=0)
+    cos, sin = rope.tables(pos)
+    q, k = posenc.apply_rotary_tables(x, x[:, :, :1], cos, sin, layout=layout, seq_dim=1)
+    torch.testing.assert_close(q, rope(heads_first, pos).transpose(1, 2), rtol=0, atol=0)
+    assert k.shape == (2, 6, 1, 16)
+    assert "seq_dim=1" in repr(rope_bshd)
+
+
+def _rotated_pair(q, k, m, n, layout, rotary_dim, seq_dim, via_tables):
+    """Rotate q at position m and k at position n through one of the new paths."""
+    head_dim = q.shape[-1]
+    rope = posenc.RotaryEmbedding(head_dim, layout=layout, rotary_dim=rotary_dim, seq_dim=seq_dim)
+    pos_q, pos_k = torch.tensor([m]), torch.tensor([n])
+    shape = (1, 1, 1, head_dim)  # (batch, seq, heads, head_dim) and (batch, heads, seq, head_dim) alike
+    qq, kk = q.reshape(shape), k.reshape(shape)
+    if via_tables:
+        cq, sq = rope.tables(pos_q, dtype=torch.float64)
+        ck, sk = rope.tables(pos_k, dtype=torch.float64)
+        qr, _ = posenc.apply_rotary_tables(qq, qq, cq, sq, layout=layout, seq_dim=seq_dim)
+        kr, _ = posenc.apply_rotary_tables(kk, kk, ck, sk, layout=layout, seq_dim=seq_dim)
+    else:
+        qr, kr = rope(qq, pos_q), rope(kk, pos_k)
+    return qr.reshape(-1), kr.reshape(-1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(-3000, 3000),
+    n=st.integers(-3000, 3000),
+    shift=st.integers(-10000, 10000),
+    layout=st.sampled_from(ROTARY_LAYOUTS),
+    half_rotary=st.integers(1, 8),
+    seq_dim=st.sampled_from([-2, 1, -3]),
+    via_tables=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_new_paths_keep_offset_only_scores_and_norms(m, n, shift, layout, half_rotary, seq_dim, via_tables, seed):
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(16, generator=g, dtype=torch.float64), torch.randn(16, generator=g, dtype=torch.float64)
+    r = 2 * half_rotary
+
+    def score(a, b):
+        qa, kb = _rotated_pair(q, k, a, b, layout, r, seq_dim, via_tables)
+        return float(qa @ kb)
+
+    assert score(m, n) == pytest.approx(score(m + shift, n + shift), abs=1e-9)
+    assert score(m, n) == pytest.approx(score(m - n, 0), abs=1e-9)
+    qa, kb = _rotated_pair(q, k, m, n, layout, r, seq_dim, via_tables)
+    assert float(qa.norm()) == pytest.approx(float(q.norm()), rel=1e-12)
+    assert torch.equal(qa[r:], q[r:])
+
+
+# ------------------------------------------------- meta-device init and bounded cache
+
+
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+@pytest.mark.parametrize("scaling", [None, {"type": "yarn", "factor": 4, "original_max_position_embeddings": 32}])
+def test_reset_parameters_after_meta_device_init(layout, scaling):
+    kwargs = {"layout": layout, "scaling": scaling, "rotary_dim": 12, "max_len": 64}
+    with torch.device("meta"):
+        rope = posenc.RotaryEmbedding(16, **kwargs)
+    assert all(b.device.type == "meta" for b in rope.buffers())
+    rope.to_empty(device="cpu")
+    for b in rope.buffers():  # what to_empty leaves: uninitialised memory (made obvious here)
+        b.data.copy_(torch.full_like(b, 1e35))
+    rope.reset_parameters()
+    fresh = posenc.RotaryEmbedding(16, **kwargs)
+    for (name, ours), (_, theirs) in zip(rope.named_buffers(), fresh.named_buffers()):
+        assert ours.dtype == theirs.dtype and torch.equal(ours, theirs), name
+    x = torch.randn(2, 3, 40, 16)
+    assert torch.equal(rope(x), fresh(x)) and torch.equal(rope(x, torch.arange(40) * 3), fresh(x, torch.arange(40) * 3))
+    assert rope.state_dict() == {}  # nothing to load: every buffer is non-persistent
+
+
+def test_cache_is_bounded():
+    rope = posenc.RotaryEmbedding(128, max_len=16)
+    x = torch.randn(1, 1, 1, 128)
+    y = rope(x, offset=100_000)  # one far position: computed for the call, not kept
+    kept = sum(b.numel() * b.element_size() for b in rope.buffers())
+    assert rope.cos_cached.shape[0] <= rope.max_cache_len == 32768
+    assert kept <= 32768 * 128 * 8 + 1024  # at most 32 MiB, never the 128 MiB of 131072 positions
+    torch.testing.assert_close(y, posenc.apply_rotary(x, [100_000]), rtol=0, atol=1e-6)
+    assert rope(x, torch.tensor([100_000])).shape == x.shape
+    small = posenc.RotaryEmbedding(8, max_len=4, max_cache_len=8)
+    z = torch.randn(1, 20, 8)
+    torch.testing.assert_close(small(z), posenc.apply_rotary(z, torch.arange(20)), rtol=0, atol=1e-6)
+    assert small.cos_cached.shape[0] == 4  # 20 positions exceed the limit of 8: not cached
+    small(z[:, :7])
+    assert small.cos_cached.shape[0] == 8  # grown to the limit, not beyond
+
+
+# ----------------------------------------------- Hugging Face dicts and degenerate sizes
+
+
+def test_hf_dynamic_dict_needs_the_models_maximum_length():
+    hf = {"rope_type": "dynamic", "factor": 2.0}
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        posenc.RotaryEmbedding(64, scaling=hf)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        posenc.apply_rotary(torch.randn(3, 64), torch.arange(3), scaling=hf)
+    rope = posenc.RotaryEmbedding(64, scaling=hf, max_position_embeddings=128)
+    assert rope.scaling == {"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 128}
+    explicit = posenc.RotaryEmbedding(64, scaling={**hf, "original_max_position_embeddings": 128})
+    x = torch.randn(1, 300, 64)
+    torch.testing.assert_close(rope(x), explicit(x), rtol=0, atol=0)
+    np.testing.assert_array_equal(
+        posenc.rotary_frequencies(64, scaling=hf, max_position_embeddings=128, seq_len=300),
+        posenc.rotary_frequencies(64, scaling={**hf, "original_max_position_embeddings": 128}, seq_len=300),
+    )
+    # an explicit original length wins over the model's maximum length, as in transformers
+    assert posenc.normalize_scaling({**hf, "original_max_position_embeddings": 64}, max_position_embeddings=128)[
+        "original_max_position_embeddings"
+    ] == 64
+
+
+def test_dynamic_frequencies_on_the_device_match_the_numpy_ones():
+    sc = {"type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 16}
+    rope = posenc.RotaryEmbedding(32, scaling=sc)
+    x = torch.randn(1, 1, 40, 32, dtype=torch.float64)
+    pos = torch.arange(40) + 60  # largest position 99: length 100
+    w = torch.from_numpy(posenc.rotary_frequencies(32, scaling=sc, seq_len=100))
+    angles = pos.double()[:, None] * w
+    x1, x2 = x[..., :16], x[..., 16:]
+    expected = torch.cat([x1 * angles.cos() - x2 * angles.sin(), x2 * angles.cos() + x1 * angles.sin()], -1)
+    torch.testing.assert_close(rope(x, pos), expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(rope(x, offset=60), expected, rtol=0, atol=1e-12)
+    # short calls keep the unscaled frequencies exactly
+    short = torch.arange(10)
+    torch.testing.assert_close(rope(x[..., :10, :], short), posenc.apply_rotary(x[..., :10, :], short), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["ntk", "dynamic"])
+def test_degenerate_widths_are_refused(kind):
+    sc = {"type": kind, "factor": 2}
+    if kind == "dynamic":
+        sc["original_max_position_embeddings"] = 8
+    for call in (
+        lambda: posenc.RotaryEmbedding(2, scaling=sc),
+        lambda: posenc.rotary_frequencies(2, scaling=sc),
+        lambda: posenc.apply_rotary(torch.randn(3, 2), torch.arange(3), scaling=sc),
+        lambda: posenc.RotaryEmbedding(8, rotary_dim=2, scaling=sc),
+    ):
+        with pytest.raises(ValueError, match="at least 4 rotated coordinates"):
+            call()
+    assert posenc.RotaryEmbedding(4, scaling=sc).inv_freq.shape == (2,)
