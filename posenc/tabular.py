@@ -15,9 +15,16 @@ Self-attention has no notion of token order, so without the second ingredient th
 treats a row as an unordered set of numbers. :class:`TabularTransformer` lets a chapter
 switch each ingredient on and off.
 
-Every module takes a 2-D floating tensor ``x`` of shape ``(batch, n_features)`` and checks
-it: wrong rank, wrong number of columns, non-floating dtype and NaN or infinite values
-raise a ``ValueError`` or ``TypeError`` that says what was expected.
+Every module takes a floating tensor ``x`` of shape ``(batch, n_features)`` (the periodic
+embedding, like ``rtdl_num_embeddings``, any ``(*, n_features)``) and checks it: wrong
+rank, wrong number of columns, non-floating dtype, another device than the module's, and
+NaN or infinite values raise a ``ValueError`` or ``TypeError`` that says what was
+expected. The finiteness check reads the data, which on an accelerator is a host-device
+synchronisation and under ``torch.compile`` a graph break, so it is controlled by each
+module's ``check_values``: ``None`` (default) checks on the CPU outside ``torch.compile``,
+``True`` always, ``False`` never. ``reset_parameters()`` re-initialises every module (after a
+meta-device initialisation and ``to_empty``) with the same random draws, in the same order,
+as its constructor.
 """
 
 from __future__ import annotations
@@ -29,7 +36,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._checks import check_choice, check_int, check_positive_float
+from ._checks import (
+    MAX_PARAMETER_ELEMENTS,
+    MAX_TABLE_ELEMENTS,
+    check_bool,
+    check_choice,
+    check_int,
+    check_optional_bool,
+    check_positive_float,
+    check_size,
+    should_check_values,
+)
 
 __all__ = [
     "ColumnEmbedding",
@@ -43,37 +60,62 @@ __all__ = [
 ]
 
 
-def check_table(name: str, x: object, n_features: int) -> torch.Tensor:
+def check_table(
+    name: str,
+    x: object,
+    n_features: int,
+    *,
+    check_values: bool | None = True,
+    any_batch: bool = False,
+    device: torch.device | None = None,
+) -> torch.Tensor:
     """Return ``x`` if it is a finite floating tensor of shape ``(batch, n_features)``, else raise.
+
+    Args:
+        name: the argument's name, for the messages.
+        x: the tensor to check.
+        n_features: the number of columns.
+        check_values: check finiteness (``True``, the default), never (``False``), or only
+            on the CPU outside ``torch.compile`` (``None``; the module default, so that a
+            forward on an accelerator never waits for the host).
+        any_batch: accept ``(*, n_features)`` (any number of leading dimensions, zero
+            included) instead of exactly ``(batch, n_features)``.
+        device: the device ``x`` must be on (``None``: any).
 
     Raises:
         TypeError: ``x`` is not a ``torch.Tensor`` or not floating point.
-        ValueError: ``x`` is not 2-D, has another number of columns, or holds NaN/inf.
+        ValueError: ``x`` has the wrong rank, another number of columns, is on another
+            device, or holds NaN/inf.
 
     Example:
         >>> check_table("x", torch.zeros(3, 2), 2).shape
         torch.Size([3, 2])
     """
+    want = f"(*, n_features={n_features})" if any_batch else f"(batch, n_features={n_features})"
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of shape (batch, {n_features}), got {type(x).__name__}")
+        raise TypeError(f"{name} must be a torch.Tensor of shape {want}, got {type(x).__name__}")
     if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor (e.g. torch.float32), got dtype {x.dtype}")
-    if x.ndim != 2:
-        raise ValueError(
-            f"{name} must be 2-D of shape (batch, n_features={n_features}), got shape {tuple(x.shape)}"
+        raise TypeError(
+            f"{name} must be a floating-point tensor (float16, bfloat16, float32 or float64), got dtype {x.dtype}"
         )
-    if x.shape[1] != n_features:
+    if (x.ndim < 1) if any_batch else (x.ndim != 2):
+        rank = "at least 1-D" if any_batch else "2-D"
+        raise ValueError(f"{name} must be {rank} of shape {want}, got shape {tuple(x.shape)}")
+    if x.shape[-1] != n_features:
         raise ValueError(
-            f"{name} must have n_features={n_features} columns, got {x.shape[1]} (shape {tuple(x.shape)})"
+            f"{name} must have n_features={n_features} columns, got {x.shape[-1]} (shape {tuple(x.shape)})"
         )
-    if not bool(torch.isfinite(x).all()):
+    if device is not None and x.device != device:
+        raise ValueError(f"{name} must be on the module's device ({device}), got {x.device}")
+    if should_check_values(check_values, x) and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} must hold finite values: it contains NaN or infinite entries")
     return x
 
 
 def _uniform_(t: torch.Tensor, fan: int) -> torch.Tensor:
     bound = fan**-0.5
-    return nn.init.uniform_(t, -bound, bound)
+    with torch.no_grad():
+        return nn.init.uniform_(t, -bound, bound)
 
 
 class FeatureTokenizer(nn.Module):
@@ -92,6 +134,8 @@ class FeatureTokenizer(nn.Module):
         d_token: width of each token.
         cls: prepend a learned ``[CLS]`` token.
         bias: use the per-feature bias ``b_j`` (the paper does).
+        check_values: when ``forward`` checks that ``x`` is finite (see the module
+            docstring).
 
     Shapes:
         ``weight``, ``bias``: ``(n_features, d_token)``; ``cls_token``: ``(d_token,)``.
@@ -105,18 +149,33 @@ class FeatureTokenizer(nn.Module):
         torch.Size([5, 4, 8])
     """
 
-    def __init__(self, n_features: int, d_token: int, *, cls: bool = True, bias: bool = True) -> None:
+    def __init__(
+        self,
+        n_features: int,
+        d_token: int,
+        *,
+        cls: bool = True,
+        bias: bool = True,
+        check_values: bool | None = None,
+    ) -> None:
         super().__init__()
         self.n_features = check_int("n_features", n_features)
         self.d_token = check_int("d_token", d_token)
-        self.weight = nn.Parameter(_uniform_(torch.empty(self.n_features, self.d_token), self.d_token))
-        self.bias = (
-            nn.Parameter(_uniform_(torch.empty(self.n_features, self.d_token), self.d_token)) if bias else None
-        )
-        self.cls_token = nn.Parameter(_uniform_(torch.empty(self.d_token), self.d_token)) if cls else None
+        check_size("the weight (n_features, d_token)", self.n_features, self.d_token, limit=MAX_PARAMETER_ELEMENTS)
+        self.check_values = check_optional_bool("check_values", check_values)
+        self.weight = nn.Parameter(torch.empty(self.n_features, self.d_token))
+        self.bias = nn.Parameter(torch.empty(self.n_features, self.d_token)) if check_bool("bias", bias) else None
+        self.cls_token = nn.Parameter(torch.empty(self.d_token)) if check_bool("cls", cls) else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw ``weight``, ``bias`` and ``cls_token`` from ``U(-1/sqrt(d_token), 1/sqrt(d_token))``, in that order."""
+        for p in (self.weight, self.bias, self.cls_token):
+            if p is not None:
+                _uniform_(p, self.d_token)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = check_table("x", x, self.n_features)
+        x = check_table("x", x, self.n_features, check_values=self.check_values, device=self.weight.device)
         tokens = x[..., None] * self.weight.to(x.dtype)
         if self.bias is not None:
             tokens = tokens + self.bias.to(x.dtype)
@@ -134,11 +193,17 @@ class _PerFeatureLinear(nn.Module):
 
     def __init__(self, n: int, d_in: int, d_out: int) -> None:
         super().__init__()
-        self.weight = nn.Parameter(_uniform_(torch.empty(n, d_in, d_out), d_in))
-        self.bias = nn.Parameter(_uniform_(torch.empty(n, d_out), d_in))
+        check_size("the weight (n_features, d_in, d_out)", n, d_in, d_out, limit=MAX_PARAMETER_ELEMENTS)
+        self.weight = nn.Parameter(torch.empty(n, d_in, d_out))
+        self.bias = nn.Parameter(torch.empty(n, d_out))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _uniform_(self.weight, self.weight.shape[1])
+        _uniform_(self.bias, self.weight.shape[1])
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return torch.einsum("bni,nio->bno", z, self.weight.to(z.dtype)) + self.bias.to(z.dtype)
+        return torch.einsum("...ni,nio->...no", z, self.weight.to(z.dtype)) + self.bias.to(z.dtype)
 
 
 class PeriodicEmbedding(nn.Module):
@@ -171,11 +236,14 @@ class PeriodicEmbedding(nn.Module):
             hyperparameter according to the paper; in cycles per unit of ``x``).
         activation: apply the final ReLU.
         shared: share frequencies and linear layer between all features.
+        check_values: when ``forward`` checks that ``x`` is finite (see the module
+            docstring).
 
     Shapes:
         ``frequencies``: ``(n_features, n_frequencies)`` (``(1, n_frequencies)`` if shared).
-        ``periodic(x)``: ``(batch, n_features)`` -> ``(batch, n_features, 2 * n_frequencies)``.
-        ``forward(x)``: ``(batch, n_features)`` -> ``(batch, n_features, d_embedding)``.
+        ``periodic(x)``: ``(*, n_features)`` -> ``(*, n_features, 2 * n_frequencies)``.
+        ``forward(x)``: ``(*, n_features)`` -> ``(*, n_features, d_embedding)``; any number
+        of leading dimensions, as in ``rtdl_num_embeddings``.
 
     Example:
         >>> emb = PeriodicEmbedding(3, 8, n_frequencies=4, sigma=0.5)
@@ -194,24 +262,37 @@ class PeriodicEmbedding(nn.Module):
         sigma: float = 1.0,
         activation: bool = True,
         shared: bool = False,
+        check_values: bool | None = None,
     ) -> None:
         super().__init__()
         self.n_features = check_int("n_features", n_features)
         self.d_embedding = check_int("d_embedding", d_embedding)
         self.n_frequencies = check_int("n_frequencies", n_frequencies)
         self.sigma = check_positive_float("sigma", sigma)
-        self.shared = bool(shared)
+        self.shared = check_bool("shared", shared)
+        self.check_values = check_optional_bool("check_values", check_values)
         n_sets = 1 if self.shared else self.n_features
+        check_size("the frequencies (n_features, n_frequencies)", n_sets, self.n_frequencies, limit=MAX_PARAMETER_ELEMENTS)
+        check_size("the linear layer (2 * n_frequencies, d_embedding)", 2 * self.n_frequencies, self.d_embedding,
+                   limit=MAX_PARAMETER_ELEMENTS)
         self.frequencies = nn.Parameter(torch.randn(n_sets, self.n_frequencies) * self.sigma)
         if self.shared:
             self.linear: nn.Module = nn.Linear(2 * self.n_frequencies, self.d_embedding)
         else:
             self.linear = _PerFeatureLinear(self.n_features, 2 * self.n_frequencies, self.d_embedding)
-        self.activation = nn.ReLU() if activation else nn.Identity()
+        self.activation = nn.ReLU() if check_bool("activation", activation) else nn.Identity()
+
+    def reset_parameters(self) -> None:
+        """Draw the frequencies from ``N(0, sigma**2)``, then re-initialise the linear layer."""
+        with torch.no_grad():
+            self.frequencies.normal_(0.0, self.sigma)
+        self.linear.reset_parameters()
 
     def periodic(self, x: torch.Tensor) -> torch.Tensor:
         """The ``[cos | sin]`` features before the linear layer, computed in float32 or better."""
-        x = check_table("x", x, self.n_features)
+        x = check_table(
+            "x", x, self.n_features, check_values=self.check_values, any_batch=True, device=self.frequencies.device
+        )
         compute = torch.promote_types(x.dtype, torch.float32)
         angles = 2 * math.pi * self.frequencies.to(compute) * x.to(compute)[..., None]
         return torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1).to(x.dtype)
@@ -251,14 +332,22 @@ def quantile_bins(x: object, n_bins: int) -> list[np.ndarray]:
         >>> [e.tolist() for e in quantile_bins([[0.0], [1.0], [2.0], [3.0], [4.0]], 2)]
         [[0.0, 2.0, 4.0]]
     """
-    if hasattr(x, "detach"):
+    if isinstance(x, torch.Tensor):
+        if x.is_complex() or x.dtype == torch.bool:
+            raise TypeError(f"x must hold real numbers, got dtype {x.dtype}")
         x = x.detach().cpu().numpy()
-    arr = np.asarray(x, dtype=np.float64)
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"x must be an array-like or tensor of shape (n_samples, n_features), got {type(x).__name__}")
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"x must be an array-like or tensor of real numbers of shape (n_samples, n_features): {err}") from err
     if arr.ndim != 2:
         raise ValueError(f"x must be 2-D of shape (n_samples, n_features), got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError("x must hold finite values: it contains NaN or infinite entries")
     n_bins = check_int("n_bins", n_bins)
+    check_size("the bin edges (n_bins + 1, n_features)", n_bins + 1, arr.shape[1])
     if n_bins >= arr.shape[0]:
         raise ValueError(f"n_bins must be smaller than the number of rows ({arr.shape[0]}), got {n_bins}")
     qs = np.quantile(arr, np.linspace(0.0, 1.0, n_bins + 1), axis=0)
@@ -283,6 +372,8 @@ class PiecewiseLinearEncoding(nn.Module):
     Args:
         bins: one increasing 1-D sequence of at least two edges per feature, e.g. from
             :func:`quantile_bins`.
+        check_values: when ``forward`` checks that ``x`` is finite (see the module
+            docstring).
 
     Shapes:
         ``forward(x)``: ``(batch, n_features)`` -> ``(batch, n_features, max_n_bins)``;
@@ -294,15 +385,25 @@ class PiecewiseLinearEncoding(nn.Module):
         tensor([[[1.0000, 0.5000, 0.0000]]])
     """
 
-    def __init__(self, bins: Sequence[object]) -> None:
+    def __init__(self, bins: Sequence[object], *, check_values: bool | None = None) -> None:
         super().__init__()
-        if isinstance(bins, (str, bytes)) or not isinstance(bins, Sequence) or len(bins) == 0:
-            raise TypeError("bins must be a non-empty list with one 1-D sequence of edges per feature")
+        if isinstance(bins, (str, bytes)) or not isinstance(bins, Sequence):
+            raise TypeError(
+                f"bins must be a non-empty list with one 1-D sequence of edges per feature, got {type(bins).__name__}"
+            )
+        if len(bins) == 0:
+            raise ValueError("bins must be a non-empty list with one 1-D sequence of edges per feature, got []")
+        self.check_values = check_optional_bool("check_values", check_values)
         edges = []
         for i, b in enumerate(bins):
-            if hasattr(b, "detach"):
+            if isinstance(b, torch.Tensor):
                 b = b.detach().cpu().numpy()
-            e = np.asarray(b, dtype=np.float64)
+            if isinstance(b, (str, bytes)) or b is None:
+                raise TypeError(f"bins[{i}] must be a 1-D sequence of numbers, got {type(b).__name__}")
+            try:
+                e = np.asarray(b, dtype=np.float64)
+            except (TypeError, ValueError) as err:
+                raise TypeError(f"bins[{i}] must be a 1-D sequence of real numbers: {err}") from err
             if e.ndim != 1 or len(e) < 2:
                 raise ValueError(f"bins[{i}] must be a 1-D sequence of at least two edges, got shape {e.shape}")
             if not np.all(np.isfinite(e)) or not np.all(np.diff(e) > 0):
@@ -311,6 +412,19 @@ class PiecewiseLinearEncoding(nn.Module):
         self.n_features = len(edges)
         self.n_bins = [len(e) - 1 for e in edges]
         self.max_n_bins = max(self.n_bins)
+        check_size("the encoding (n_features, max_n_bins)", self.n_features, self.max_n_bins, limit=MAX_TABLE_ELEMENTS)
+        self._edges = edges
+        shape = (self.n_features, self.max_n_bins)
+        for name in ("left", "width", "lower", "upper"):
+            self.register_buffer(name, torch.empty(shape, dtype=torch.float64), persistent=False)
+        self.register_buffer("mask", torch.empty(shape, dtype=torch.bool), persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Rebuild the (non-persistent) bin tables from the edges, in place; a no-op on ``meta``."""
+        if self.left.device.type == "meta":
+            return
+        edges = self._edges
         left = np.zeros((self.n_features, self.max_n_bins))
         width = np.ones((self.n_features, self.max_n_bins))
         lower = np.zeros((self.n_features, self.max_n_bins))
@@ -323,14 +437,12 @@ class PiecewiseLinearEncoding(nn.Module):
             mask[i, :t] = True
             lower[i, 0] = -np.inf  # the first bin extrapolates below the data
             upper[i, t - 1] = np.inf  # the last bin extrapolates above it
-        self.register_buffer("left", torch.tensor(left, dtype=torch.float64), persistent=False)
-        self.register_buffer("width", torch.tensor(width, dtype=torch.float64), persistent=False)
-        self.register_buffer("lower", torch.tensor(lower, dtype=torch.float64), persistent=False)
-        self.register_buffer("upper", torch.tensor(upper, dtype=torch.float64), persistent=False)
-        self.register_buffer("mask", torch.tensor(mask), persistent=False)
+        with torch.no_grad():
+            for name, value in (("left", left), ("width", width), ("lower", lower), ("upper", upper), ("mask", mask)):
+                getattr(self, name).copy_(torch.from_numpy(value))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = check_table("x", x, self.n_features)
+        x = check_table("x", x, self.n_features, check_values=self.check_values, device=self.left.device)
         compute = torch.promote_types(x.dtype, torch.float32)
         left, width = self.left.to(compute), self.width.to(compute)
         e = (x.to(compute)[..., None] - left) / width
@@ -355,6 +467,8 @@ class PiecewiseLinearEmbedding(nn.Module):
         d_embedding: width of each output token.
         activation: apply a ReLU after the linear layer.
         shared: one linear layer for all features.
+        check_values: when ``forward`` checks that ``x`` is finite (see the module
+            docstring).
 
     Shapes:
         ``forward(x)``: ``(batch, n_features)`` -> ``(batch, n_features, d_embedding)``.
@@ -366,19 +480,31 @@ class PiecewiseLinearEmbedding(nn.Module):
     """
 
     def __init__(
-        self, bins: Sequence[object], d_embedding: int, *, activation: bool = False, shared: bool = False
+        self,
+        bins: Sequence[object],
+        d_embedding: int,
+        *,
+        activation: bool = False,
+        shared: bool = False,
+        check_values: bool | None = None,
     ) -> None:
         super().__init__()
-        self.encoding = PiecewiseLinearEncoding(bins)
+        self.encoding = PiecewiseLinearEncoding(bins, check_values=check_values)
         self.n_features = self.encoding.n_features
         self.d_embedding = check_int("d_embedding", d_embedding)
-        self.shared = bool(shared)
+        self.shared = check_bool("shared", shared)
         n_in = self.encoding.max_n_bins
+        check_size("the linear layer (max_n_bins, d_embedding)", n_in, self.d_embedding, limit=MAX_PARAMETER_ELEMENTS)
         if self.shared:
             self.linear: nn.Module = nn.Linear(n_in, self.d_embedding)
         else:
             self.linear = _PerFeatureLinear(self.n_features, n_in, self.d_embedding)
-        self.activation = nn.ReLU() if activation else nn.Identity()
+        self.activation = nn.ReLU() if check_bool("activation", activation) else nn.Identity()
+
+    def reset_parameters(self) -> None:
+        """Rebuild the encoding's tables and re-initialise the linear layer."""
+        self.encoding.reset_parameters()
+        self.linear.reset_parameters()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         e = self.encoding(x)
@@ -399,6 +525,8 @@ class SharedValueEmbedding(nn.Module):
     Args:
         n_features: number of numerical columns (only checked, nothing is per feature).
         d_embedding: width of each token.
+        check_values: when ``forward`` checks that ``x`` is finite (see the module
+            docstring).
 
     Shapes:
         ``forward(x)``: ``(batch, n_features)`` -> ``(batch, n_features, d_embedding)``.
@@ -410,15 +538,23 @@ class SharedValueEmbedding(nn.Module):
         True
     """
 
-    def __init__(self, n_features: int, d_embedding: int) -> None:
+    def __init__(self, n_features: int, d_embedding: int, *, check_values: bool | None = None) -> None:
         super().__init__()
         self.n_features = check_int("n_features", n_features)
         self.d_embedding = check_int("d_embedding", d_embedding)
-        self.weight = nn.Parameter(_uniform_(torch.empty(self.d_embedding), self.d_embedding))
-        self.bias = nn.Parameter(_uniform_(torch.empty(self.d_embedding), self.d_embedding))
+        check_size("the weight (d_embedding,)", self.d_embedding, limit=MAX_PARAMETER_ELEMENTS)
+        self.check_values = check_optional_bool("check_values", check_values)
+        self.weight = nn.Parameter(torch.empty(self.d_embedding))
+        self.bias = nn.Parameter(torch.empty(self.d_embedding))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw ``weight`` then ``bias`` from ``U(-1/sqrt(d_embedding), 1/sqrt(d_embedding))``."""
+        _uniform_(self.weight, self.d_embedding)
+        _uniform_(self.bias, self.d_embedding)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = check_table("x", x, self.n_features)
+        x = check_table("x", x, self.n_features, check_values=self.check_values, device=self.weight.device)
         return x[..., None] * self.weight.to(x.dtype) + self.bias.to(x.dtype)
 
 
@@ -457,15 +593,28 @@ class ColumnEmbedding(nn.Module):
         self.n_features = check_int("n_features", n_features)
         self.d_column = check_int("d_column", d_column)
         self.mode = check_choice("mode", mode, ("add", "concat"))
-        self.weight = nn.Parameter(torch.randn(self.n_features, self.d_column) * check_positive_float("init_std", init_std))
+        self.init_std = check_positive_float("init_std", init_std)
+        check_size("the weight (n_features, d_column)", self.n_features, self.d_column, limit=MAX_PARAMETER_ELEMENTS)
+        self.weight = nn.Parameter(torch.randn(self.n_features, self.d_column) * self.init_std)
+
+    def reset_parameters(self) -> None:
+        """Draw the weight again from ``N(0, init_std**2)``."""
+        with torch.no_grad():
+            self.weight.normal_(0.0, self.init_std)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if not isinstance(tokens, torch.Tensor):
-            raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
+            raise TypeError(f"tokens must be a torch.Tensor of shape (batch, n_features, d), got {type(tokens).__name__}")
+        if not tokens.is_floating_point():
+            raise TypeError(
+                f"tokens must be a floating-point tensor (float16, bfloat16, float32 or float64), got dtype {tokens.dtype}"
+            )
         if tokens.ndim != 3 or tokens.shape[1] != self.n_features:
             raise ValueError(
                 f"tokens must have shape (batch, n_features={self.n_features}, d), got {tuple(tokens.shape)}"
             )
+        if tokens.device != self.weight.device:
+            raise ValueError(f"tokens must be on the module's device ({self.weight.device}), got {tokens.device}")
         col = self.weight.to(tokens.dtype)
         if self.mode == "add":
             if tokens.shape[-1] != self.d_column:

@@ -22,6 +22,9 @@ formula evaluated bit for bit in double precision.
 Because the lowest frequency is ``1 / 10000``, these tables differ from the paper's (whose
 lowest frequency is ``10000**(-(d-2)/d)``); with the same spacing, the two layouts are the
 same matrix up to the column permutation :func:`posenc.layout_permutation`.
+
+Tables of more than ``2**28`` entries are refused with a ``ValueError`` before anything
+is allocated.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import math
 
 import numpy as np
 
-from ._checks import as_positions, check_choice, check_int, check_positive_float
+from ._checks import as_positions, check_choice, check_int, check_positive_float, check_size
 
 __all__ = [
     "fairseq_positions",
@@ -65,6 +68,7 @@ def tensor2tensor_frequencies(
         [1.0, 0.01, 0.0001]
     """
     n = check_int("n_timescales", n_timescales)
+    check_size("the frequencies of n_timescales", n)
     lo = check_positive_float("min_timescale", min_timescale)
     hi = check_positive_float("max_timescale", max_timescale)
     increment = math.log(hi / lo) / max(n - 1, 1)
@@ -103,8 +107,9 @@ def timing_signal(
         >>> timing_signal(2, 4).round(4).tolist()
         [[0.0, 0.0, 1.0, 1.0], [0.8415, 0.0001, 0.5403, 1.0]]
     """
-    pos = as_positions("positions", positions)
     channels = check_int("channels", channels, minimum=2)
+    check_size("the signal of channels", channels)
+    pos = as_positions("positions", positions, width=channels)
     layout = check_choice("layout", layout, ("concatenated", "interleaved"))
     inv = tensor2tensor_frequencies(channels // 2, min_timescale=min_timescale, max_timescale=max_timescale)
     scaled = pos[:, None] * inv[None, :]
@@ -147,6 +152,8 @@ def tensor2tensor_timing_signal(
         (3, 6)
     """
     length = check_int("length", length, minimum=0)
+    channels = check_int("channels", channels, minimum=2)
+    check_size("the signal (length, channels)", length, channels)
     start_index = check_int("start_index", start_index, minimum=None)
     positions = np.arange(length, dtype=np.float64) + start_index
     return timing_signal(positions, channels, min_timescale=min_timescale, max_timescale=max_timescale)
@@ -181,6 +188,7 @@ def fairseq_sinusoidal_table(
         raise ValueError(
             f"embedding_dim must be >= 4 (fairseq divides by embedding_dim // 2 - 1), got {embedding_dim}"
         )
+    check_size("the table (num_embeddings, embedding_dim)", num_embeddings, embedding_dim)
     table = timing_signal(num_embeddings, embedding_dim)
     if padding_idx is not None:
         padding_idx = check_int("padding_idx", padding_idx, minimum=0)
@@ -209,7 +217,12 @@ def fairseq_positions(tokens: np.ndarray, padding_idx: int) -> np.ndarray:
         array([[2, 3, 4, 1, 1]])
     """
     padding_idx = check_int("padding_idx", padding_idx, minimum=0)
-    arr = np.asarray(tokens)
+    if hasattr(tokens, "detach"):
+        tokens = tokens.detach().cpu().numpy()
+    try:
+        arr = np.asarray(tokens)
+    except (TypeError, ValueError) as err:  # ragged nested lists
+        raise ValueError(f"tokens must be an integer array of shape (seq,) or (batch, seq): {err}") from err
     if not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(f"tokens must be an integer array, got dtype {arr.dtype}")
     if arr.ndim not in (1, 2):

@@ -59,16 +59,33 @@ def to_numpy(x: object) -> np.ndarray:
         >>> to_numpy(torch.ones(2, requires_grad=True))
         array([1., 1.])
     """
+    if x is None or isinstance(x, (str, bytes, Mapping)):
+        raise TypeError(f"x must be a tensor, array or sequence of numbers, got {type(x).__name__}")
     if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
+        if x.is_complex():
+            raise TypeError(f"x must hold real numbers, got dtype {x.dtype}")
+        x = x.detach().cpu()
+        x = (x.float() if str(x.dtype) == "torch.bfloat16" else x).numpy()  # numpy has no bfloat16
     try:
-        return np.asarray(x, dtype=np.float64)
+        arr = np.asarray(x)
+        if arr.dtype == object or np.iscomplexobj(arr) or arr.dtype.kind in "USV":
+            raise TypeError(f"got dtype {arr.dtype}")
+        return arr.astype(np.float64)
     except (TypeError, ValueError) as err:
-        raise TypeError(f"x must be a tensor, array or sequence of numbers, got {type(x).__name__}") from err
+        raise TypeError(f"x must be a tensor, array or sequence of real numbers, got {type(x).__name__}: {err}") from err
 
 
 def _values(values: object) -> list[float]:
-    arr = to_numpy([math.nan if v is None else v for v in values] if isinstance(values, (list, tuple)) else values)
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise TypeError(
+            f"values must be an iterable of numbers (None or nan for a missing run) or a mapping of such, "
+            f"got {type(values).__name__}"
+        )
+    if not hasattr(values, "detach") and not isinstance(values, np.ndarray):
+        values = [math.nan if v is None else v for v in values]
+    arr = to_numpy(values)
+    if np.isinf(arr).any():
+        raise ValueError("values must be finite numbers (None or nan for a missing run), got an infinite value")
     return [float(v) for v in arr.ravel() if not math.isnan(float(v))]
 
 
@@ -82,6 +99,10 @@ def summarize(values: Iterable[float] | Mapping[str, Iterable[float]]):
 
     Returns:
         ``(mean, std, n)`` as Python floats and an int; ``(nan, nan, 0)`` for no value.
+
+    Raises:
+        TypeError: ``values`` is not an iterable of numbers (a string, a scalar, ``None``).
+        ValueError: a value is infinite.
 
     Example:
         >>> summarize([0.5, 0.7, None])
@@ -123,10 +144,21 @@ def summarize_trials(
         >>> summarize_trials(rows, keys=("acc_1x",))[("t", "s")]["acc_1x"]
         (0.6, 0.14142135623730948, 2)
     """
+    _check_rows(rows)
+    if steps is not None:
+        steps = check_int("steps", steps, minimum=0)
+    for name, fields in (("keys", keys), ("by", by)):
+        if isinstance(fields, str) or not isinstance(fields, (tuple, list)) or not all(
+            isinstance(f, str) for f in fields
+        ):
+            raise TypeError(f"{name} must be a tuple of field names (strings), got {fields!r}")
     groups: dict[tuple, list[dict]] = {}
-    for row in rows:
+    for i, row in enumerate(rows):
         if steps is not None and row.get("steps") != steps:
             continue
+        missing = [f for f in by if f not in row]
+        if missing:
+            raise ValueError(f"rows[{i}] has no field {missing[0]!r}, which by={tuple(by)!r} groups on")
         groups.setdefault(tuple(row[f] for f in by), []).append(row)
     return {
         group: {key: summarize([r.get(key) for r in members]) for key in keys} for group, members in groups.items()
@@ -143,10 +175,32 @@ def read_results(path: str | Path) -> dict:
         >>> read_results(p)["rows"]
         [{'seed': 0, 'acc_1x': 1.0}]
     """
-    data = json.loads(Path(path).read_text())
+    path = _check_path(path)
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not a results file: it is not valid JSON ({err})") from err
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         raise ValueError(f"{path} is not a results file: expected a JSON object with a list 'rows'")
+    if not all(isinstance(r, dict) for r in data["rows"]):
+        raise ValueError(f"{path} is not a results file: every entry of 'rows' must be a JSON object")
     return data
+
+
+def _check_path(path: object) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a pathlib.Path, got {type(path).__name__}")
+    path = Path(path)
+    if str(path) in ("", "."):
+        raise ValueError(f"path must name a file, got {str(path)!r}")
+    return path
+
+
+def _check_rows(rows: object) -> list[dict]:
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        got = type(rows).__name__ if not isinstance(rows, list) else "a list with an entry that is not a dict"
+        raise TypeError(f"rows must be a list of dicts (one per trial), got {got}")
+    return rows
 
 
 def write_results(path: str | Path, rows: list[dict], **metadata: object) -> None:
@@ -156,10 +210,16 @@ def write_results(path: str | Path, rows: list[dict], **metadata: object) -> Non
     run never leaves a truncated file: a resumable experiment loses at most the trial in
     progress.
     """
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise TypeError("rows must be a list of dicts")
-    path = Path(path)
+    _check_rows(rows)
+    path = _check_path(path)
+    try:
+        text = json.dumps({**metadata, "rows": rows}, indent=1, allow_nan=True) + "\n"
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            "rows and metadata must hold only JSON values (str, int, float, bool, None, lists and dicts of "
+            f"them; convert tensors with to_numpy(...).tolist()): {err}"
+        ) from err
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps({**metadata, "rows": rows}, indent=1) + "\n")
+    tmp.write_text(text)
     os.replace(tmp, path)
