@@ -23,10 +23,16 @@ import numbers
 import numpy as np
 import torch
 
-from .._checks import as_positions, check_int, check_positive_float
-from ..sinusoidal import sinusoidal_frequencies
+from .._checks import as_positions, check_choice, check_int, check_positive_float
+from ..sinusoidal import sinusoidal_encoding, sinusoidal_frequencies
 
 __all__ = [
+    "NAIVE_KINDS",
+    "add_vs_concat_readout",
+    "band_noise_sweep",
+    "decode_offsets",
+    "linear_shift_residual",
+    "naive_encoding",
     "float32_encoding",
     "float32_row_error",
     "min_distance_by_length",
@@ -327,6 +333,270 @@ def nearest_position(queries: np.ndarray, table: np.ndarray) -> np.ndarray:
         qq = q[s : s + 1024]
         d2 = tn[None, :] - 2.0 * qq @ t.T
         out[s : s + qq.shape[0]] = np.argmin(d2, axis=1)
+    return out
+
+
+# ---------------------------------------------------------------- designing an encoding (chapter 2)
+
+NAIVE_KINDS = ("integer", "fraction", "one_hot", "binary")
+
+
+def naive_encoding(kind: str, length: int, d_model: int = 8) -> np.ndarray:
+    """The failed first attempts of chapter 2's "design it yourself", one row per position.
+
+    ``kind`` is one of
+
+    * ``"integer"``: the position ``p`` itself, repeated in all ``d_model`` columns;
+    * ``"fraction"``: ``p / length``, repeated in all columns (depends on the length);
+    * ``"one_hot"``: row ``p`` is the ``p``-th unit vector, of width ``length``;
+    * ``"binary"``: the ``d_model`` lowest bits of ``p``, bit 0 in column 0, as 0.0/1.0.
+
+    Args:
+        kind: one of :data:`NAIVE_KINDS`.
+        length: number of positions ``n`` (>= 1); positions are ``0..n-1``.
+        d_model: width for ``"integer"``, ``"fraction"`` and ``"binary"`` (ignored for
+            ``"one_hot"``, whose width is ``length``).
+
+    Returns:
+        float64 array of shape ``(length, d_model)``, or ``(length, length)`` for one-hot.
+
+    Example:
+        >>> naive_encoding("binary", 4, 3)
+        array([[0., 0., 0.],
+               [1., 0., 0.],
+               [0., 1., 0.],
+               [1., 1., 0.]])
+        >>> naive_encoding("fraction", 4, 1).ravel()
+        array([0.  , 0.25, 0.5 , 0.75])
+    """
+    kind = check_choice("kind", kind, NAIVE_KINDS)
+    length = check_int("length", length)
+    d_model = check_int("d_model", d_model)
+    p = np.arange(length, dtype=np.float64)
+    if kind == "integer":
+        return np.repeat(p[:, None], d_model, axis=1)
+    if kind == "fraction":
+        return np.repeat((p / length)[:, None], d_model, axis=1)
+    if kind == "one_hot":
+        return np.eye(length)
+    bits = (np.arange(length)[:, None] >> np.arange(d_model)[None, :]) & 1
+    return bits.astype(np.float64)
+
+
+def linear_shift_residual(table: np.ndarray, offset: int) -> float:
+    """Root-mean-square error of the best linear map from row ``p`` to row ``p + offset``.
+
+    Fits one matrix ``M`` (and no bias) by least squares over all rows,
+    ``table[offset:] ~ table[:-offset] @ M``, and returns the rms of the residual. It is
+    0 (up to rounding) exactly when shifting by ``offset`` is one linear map for every
+    position, as for the sinusoidal encoding; binary codes and other non-linear codes
+    leave a residual. The last digits depend on the LAPACK build: report it rounded.
+
+    Args:
+        table: array of shape ``(n, d)``, one row per position.
+        offset: shift ``k`` with ``1 <= k < n``.
+
+    Returns:
+        The rms error as a Python float.
+
+    Example:
+        >>> t = sinusoidal_encoding(50, 8)
+        >>> linear_shift_residual(t, 3) < 1e-12
+        True
+    """
+    t = np.asarray(table, dtype=np.float64)
+    if t.ndim != 2 or t.shape[0] < 2:
+        raise ValueError(f"table must have shape (n, d) with n >= 2, got {t.shape}")
+    offset = check_int("offset", offset)
+    if offset >= t.shape[0]:
+        raise ValueError(f"offset must be smaller than the number of rows {t.shape[0]}, got {offset}")
+    src, dst = t[:-offset], t[offset:]
+    m, *_ = np.linalg.lstsq(src, dst, rcond=None)
+    return float(np.sqrt(np.mean((src @ m - dst) ** 2)))
+
+
+def add_vs_concat_readout(
+    d_model: int,
+    *,
+    n_tokens: int = 1000,
+    n_positions: int = 512,
+    n_samples: int = 4000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """How well a linear read-out recovers token and position from ``token + PE`` vs ``[token | PE]``.
+
+    Token embeddings are drawn with standard deviation ``d^-1/2`` and scaled by ``sqrt(d)``
+    (the Transformer's recipe, so their norm is about ``sqrt(d)``), for a total width ``d``:
+
+    * **add**: ``x = e_t + PE(p)``, both of width ``d``;
+    * **concatenate**: ``x = [e_t | PE(p)]``, each half of width ``d / 2`` (same total width).
+
+    The read-out is the nearest token and the nearest position *by a linear score*, what one
+    linear layer can compute: ``argmax_s x . e_s - |e_s|^2 / 2`` for the token and
+    ``argmax_q x . PE(q)`` for the position (all encodings have the same norm). With
+    concatenation the halves do not interfere, so both read-outs are exact; with addition
+    each part is noise for the other. The draws use numpy's seeded generator, so the
+    accuracies are the same on every machine.
+
+    Args:
+        d_model: total width, even and >= 4 (so that each half of the concatenation is
+            even).
+        n_tokens: vocabulary size.
+        n_positions: number of positions.
+        n_samples: number of random (token, position) pairs.
+        seed: seed of ``numpy.random.default_rng``.
+
+    Returns:
+        ``{"add_token", "add_position", "concat_token", "concat_position"}``: accuracies in
+        ``[0, 1]``.
+
+    Example:
+        >>> r = add_vs_concat_readout(64, n_tokens=50, n_positions=32, n_samples=200)
+        >>> r["concat_token"], r["concat_position"]
+        (1.0, 1.0)
+    """
+    d_model = check_int("d_model", d_model, minimum=4)
+    if d_model % 4:
+        raise ValueError(f"d_model must be a multiple of 4 (two even halves), got {d_model}")
+    n_tokens = check_int("n_tokens", n_tokens, minimum=2)
+    n_positions = check_int("n_positions", n_positions, minimum=2)
+    n_samples = check_int("n_samples", n_samples)
+    seed = check_int("seed", seed, minimum=0)
+    rng = np.random.default_rng(seed)
+    tok_id = rng.integers(0, n_tokens, n_samples)
+    pos_id = rng.integers(0, n_positions, n_samples)
+
+    def readout(width: int, token_part: bool, position_part: bool) -> tuple[float, float]:
+        emb = rng.normal(0.0, width**-0.5, (n_tokens, width)) * math.sqrt(width)
+        pe = sinusoidal_encoding(n_positions, width)
+        tok, pos = emb[tok_id], pe[pos_id]
+        x_tok = tok + pos if position_part else tok  # what the token read-out sees
+        x_pos = tok + pos if token_part else pos  # what the position read-out sees
+        t_hat = np.argmax(x_tok @ emb.T - 0.5 * np.sum(emb * emb, axis=1), axis=1)
+        p_hat = np.argmax(x_pos @ pe.T, axis=1)
+        return float(np.mean(t_hat == tok_id)), float(np.mean(p_hat == pos_id))
+
+    add_t, add_p = readout(d_model, True, True)
+    cat_t, cat_p = readout(d_model // 2, False, False)
+    return {"add_token": add_t, "add_position": add_p, "concat_token": cat_t, "concat_position": cat_p}
+
+
+# ---------------------------------------------------------------- decoding noisy encodings (chapter 3)
+
+
+def decode_offsets(first: np.ndarray, second: np.ndarray, omegas: np.ndarray, max_offset: int) -> np.ndarray:
+    """Estimate the offset ``k`` between two (noisy) encodings from their pairwise angles.
+
+    Each sine/cosine pair of an encoding is a point on a circle at the angle
+    ``omega_i p``. For two encodings, the angle from the first to the second is
+    ``omega_i k`` (mod ``2 pi``) whatever ``p`` is: relative position. The estimate is the
+    offset ``0 <= k < max_offset`` whose unit vectors ``(cos omega_i k, sin omega_i k)``
+    lie nearest to the measured ones, the relative counterpart of
+    :func:`nearest_position`.
+
+    Args:
+        first, second: arrays of shape ``(m, 2 * len(omegas))`` in the interleaved layout
+            (sine, cosine of each pair), e.g. a band of columns of the encoding.
+        omegas: the frequencies of those pairs, shape ``(h,)``.
+        max_offset: number of candidate offsets (>= 1).
+
+    Returns:
+        Integer array of shape ``(m,)``.
+
+    Example:
+        >>> pe = sinusoidal_encoding(100, 8)
+        >>> decode_offsets(pe[[10, 20]], pe[[13, 60]], sinusoidal_frequencies(8), 100)
+        array([ 3, 40])
+    """
+    a = np.asarray(first, dtype=np.float64)
+    b = np.asarray(second, dtype=np.float64)
+    w = np.asarray(omegas, dtype=np.float64).ravel()
+    if a.shape != b.shape or a.ndim != 2 or a.shape[1] != 2 * w.size:
+        raise ValueError(
+            f"first and second must both have shape (m, 2 * len(omegas)) = (m, {2 * w.size}), "
+            f"got {a.shape} and {b.shape}"
+        )
+    max_offset = check_int("max_offset", max_offset)
+    angle = np.arctan2(b[:, 0::2], b[:, 1::2]) - np.arctan2(a[:, 0::2], a[:, 1::2])
+    measured = np.concatenate([np.cos(angle), np.sin(angle)], axis=1)
+    k = np.arange(max_offset, dtype=np.float64)[:, None] * w[None, :]
+    candidates = np.concatenate([np.cos(k), np.sin(k)], axis=1)
+    return nearest_position(measured, candidates)
+
+
+def band_noise_sweep(
+    d_model: int,
+    length: int,
+    bands: dict[str, np.ndarray],
+    sigmas: np.ndarray,
+    *,
+    n_samples: int = 2000,
+    seed: int = 0,
+) -> dict[str, dict[str, np.ndarray]]:
+    """Decode absolute positions and relative offsets from noisy bands of the encoding.
+
+    For each band (a set of complete sin/cos pairs, given by their columns in the
+    interleaved layout) and each noise level ``sigma``, Gaussian noise of standard
+    deviation ``sigma`` is added to every entry of the band, then
+
+    * **absolute**: a random position ``p < length`` is decoded as the nearest row of the
+      band's table (:func:`nearest_position`);
+    * **relative**: for a random pair ``p``, ``p + k`` with ``0 <= k < length`` and
+      ``p + k < length``, both noisy, the offset is decoded by :func:`decode_offsets`.
+
+    Positions, offsets and noise come from ``numpy.random.default_rng(seed)``: the
+    results are the same on every machine.
+
+    Args:
+        d_model: even width of the encoding.
+        length: number of positions (and of candidate offsets).
+        bands: name -> column indices, each band made of whole pairs ``2i, 2i + 1``.
+        sigmas: noise levels, shape ``(s,)``, each >= 0.
+        n_samples: number of positions (and of position pairs) per noise level.
+        seed: seed of the generator.
+
+    Returns:
+        ``{band: {"abs_exact", "abs_median", "abs_far", "rel_exact", "rel_median", "rel_far"}}``,
+        each an array of shape ``(s,)``: the fraction decoded exactly, the median absolute
+        error, and the fraction off by more than ``length / 20``.
+
+    Example:
+        >>> r = band_noise_sweep(16, 64, {"fast": np.arange(4)}, np.array([0.0]), n_samples=50)
+        >>> float(r["fast"]["abs_exact"][0]), float(r["fast"]["rel_exact"][0])
+        (1.0, 1.0)
+    """
+    d_model = check_int("d_model", d_model, minimum=2)
+    length = check_int("length", length, minimum=2)
+    n_samples = check_int("n_samples", n_samples)
+    seed = check_int("seed", seed, minimum=0)
+    s = np.asarray(sigmas, dtype=np.float64).ravel()
+    if s.size == 0 or np.any(~np.isfinite(s)) or np.any(s < 0):
+        raise ValueError(f"sigmas must be a non-empty array of finite numbers >= 0, got {sigmas!r}")
+    table = sinusoidal_encoding(length, d_model)
+    omegas_all = _even_frequencies(d_model, 10000.0)
+    rng = np.random.default_rng(seed)
+    far = length / 20
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for name, cols in bands.items():
+        c = np.asarray(cols)
+        if c.ndim != 1 or c.size % 2 or np.any(c[0::2] % 2) or np.any(c[1::2] != c[0::2] + 1):
+            raise ValueError(f"bands[{name!r}] must list whole pairs of columns 2i, 2i + 1, got {cols!r}")
+        if c.min() < 0 or c.max() >= d_model:
+            raise ValueError(f"bands[{name!r}] has columns outside 0..{d_model - 1}")
+        sub, omegas = table[:, c], omegas_all[c[0::2] // 2]
+        res = {key: np.empty(s.size) for key in ("abs_exact", "abs_median", "abs_far", "rel_exact", "rel_median", "rel_far")}
+        for j, sigma in enumerate(s):
+            p = rng.integers(0, length, n_samples)
+            guess = nearest_position(sub[p] + rng.normal(0.0, sigma, (n_samples, c.size)), sub)
+            err = np.abs(guess - p)
+            res["abs_exact"][j], res["abs_median"][j], res["abs_far"][j] = np.mean(err == 0), np.median(err), np.mean(err > far)
+            k = rng.integers(0, length, n_samples)
+            q = (rng.random(n_samples) * (length - k)).astype(np.int64)
+            noisy_q = sub[q] + rng.normal(0.0, sigma, (n_samples, c.size))
+            noisy_qk = sub[q + k] + rng.normal(0.0, sigma, (n_samples, c.size))
+            err = np.abs(decode_offsets(noisy_q, noisy_qk, omegas, length) - k)
+            res["rel_exact"][j], res["rel_median"][j], res["rel_far"][j] = np.mean(err == 0), np.median(err), np.mean(err > far)
+        out[name] = res
     return out
 
 

@@ -155,3 +155,84 @@ def plot_encoding_heatmap(ax, table, *, transpose: bool = False, colorbar: bool 
     if colorbar:
         ax.figure.colorbar(im, ax=ax, label="value")
     return im
+
+
+# --- chapters 2-3: design candidates and the noise sweep ----------------------------------
+
+
+def plot_noise_sweep(sigmas, sweep: dict, *, figsize: tuple[float, float] = (7.0, 3.2)):
+    """Two panels for :func:`posenc.book.analysis.band_noise_sweep`: exact rate and median error.
+
+    Absolute decoding is drawn solid and relative decoding dashed, one colour per band.
+
+    Args:
+        sigmas: the noise levels, shape ``(s,)``.
+        sweep: the dict returned by ``band_noise_sweep`` (band name -> results).
+        figsize: figure size in inches.
+
+    Returns:
+        The matplotlib figure.
+
+    Example:
+        >>> import numpy as np
+        >>> from posenc.book.analysis import band_noise_sweep
+        >>> s = np.array([0.1, 0.2])
+        >>> r = band_noise_sweep(16, 32, {"fast": np.arange(4)}, s, n_samples=20)
+        >>> fig = plot_noise_sweep(s, r)
+        >>> len(fig.axes)
+        2
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    s = np.asarray(sigmas, dtype=float).ravel()
+    if not isinstance(sweep, dict) or not sweep:
+        raise TypeError("sweep must be the non-empty dict returned by band_noise_sweep")
+    fig, (left, right) = plt.subplots(1, 2, figsize=figsize, sharex=True)
+    colours = ("black", "tab:orange", "tab:blue", "tab:red")
+    for colour, (band, res) in zip(colours, sweep.items()):
+        for kind, style, what in (("abs", "-", "absolute"), ("rel", "--", "relative")):
+            if len(res[f"{kind}_exact"]) != s.size:
+                raise ValueError(f"sweep[{band!r}] has {len(res[f'{kind}_exact'])} levels, sigmas has {s.size}")
+            left.plot(s, res[f"{kind}_exact"], style, marker="o", color=colour, label=f"{band}, {what}")
+            right.plot(s, res[f"{kind}_median"], style, marker="o", color=colour)
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.set_xticks(s, [f"{x:g}" for x in s])
+        ax.minorticks_off()
+    left.set_ylim(-0.03, 1.03)
+    left.set_xlabel("noise standard deviation")
+    right.set_xlabel("noise standard deviation")
+    left.set_ylabel("fraction decoded exactly")
+    right.set_ylabel("median error (positions)")
+    right.set_yscale("symlog", linthresh=1)
+    right.set_ylim(bottom=0)
+    left.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_naive_candidates(axes, tables: dict, *, max_rows: int | None = None) -> None:
+    """Draw each candidate encoding of chapter 2's design section as a small heat map.
+
+    Args:
+        axes: a sequence of matplotlib axes, one per entry of ``tables``.
+        tables: title -> array of shape ``(n, w)`` (rows are positions).
+        max_rows: draw at most this many rows of each table.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> import numpy as np
+        >>> fig, axes = plt.subplots(1, 2)
+        >>> plot_naive_candidates(axes, {"a": np.eye(3), "b": np.ones((3, 2))})
+        >>> plt.close(fig)
+    """
+    if len(axes) != len(tables):
+        raise ValueError(f"need one axis per table, got {len(axes)} axes and {len(tables)} tables")
+    for ax, (title, table) in zip(axes, tables.items()):
+        t = table[:max_rows] if max_rows else table
+        im = ax.imshow(t, aspect="auto", interpolation="nearest", cmap="viridis")
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("dimension")
+        ax.figure.colorbar(im, ax=ax, fraction=0.08)
+    axes[0].set_ylabel("position")

@@ -1,15 +1,6 @@
-"""Periodicity facts of chapter 3, asserted against ``posenc`` (and ``posenc.analysis``).
-
-Rotary embeddings (chapter 4): cross-checks against transformers and Meta's formulation.
-
-* Half layout: identical (within float32 rounding of the angles) to Hugging Face's
-  ``LlamaRotaryEmbedding`` + ``apply_rotary_pos_emb``, plain and with the scalings
-  transformers implements (linear, dynamic, yarn, llama3).
-* Interleaved layout: identical to the complex-number formulation of Meta's Llama
-  reference code (re-stated independently below: ``torch.polar`` + ``view_as_complex``
-  on pairs ``(2j, 2j+1)``).
-* Properties: scores depend on m - n only, norms are preserved, the weight permutation
-  makes the two layouts agree; angles never formed in 16-bit floats.
+"""The measurements of ``posenc.book.analysis`` (chapters 2 and 3): distances, float32
+error, the naive candidate encodings, the add-versus-concatenate read-out and the noisy
+decoding of bands, checked against brute force and against their definitions.
 """
 
 from __future__ import annotations
@@ -164,3 +155,72 @@ def test_identity_projection_keeps_position_terms_relative():
     for k in range(-18, 19):
         diag = pp.diagonal(k)
         assert float((diag - diag[0]).abs().max()) < 1e-12
+
+
+# ---------------------------------------------------------------- chapter 2-3 design helpers
+
+from posenc.book import analysis as lab  # noqa: E402
+
+
+def test_naive_encodings_have_the_documented_shapes_and_values():
+    n, d = 10, 4
+    assert np.array_equal(lab.naive_encoding("integer", n, d)[:, 0], np.arange(n))
+    assert lab.naive_encoding("integer", n, d).shape == (n, d)
+    frac = lab.naive_encoding("fraction", n, d)
+    assert frac.max() < 1 and frac[5, 0] == 0.5
+    # p / n depends on the length: the same position gets another code in a longer sequence
+    assert lab.naive_encoding("fraction", 20, d)[5, 0] != frac[5, 0]
+    assert np.array_equal(lab.naive_encoding("one_hot", n), np.eye(n))
+    binary = lab.naive_encoding("binary", 16, 4)
+    assert np.array_equal(binary @ (2 ** np.arange(4)), np.arange(16))
+
+
+def test_linear_shift_residual_separates_sinusoid_from_binary():
+    sin = posenc.sinusoidal_encoding(64, 12)
+    assert lab.linear_shift_residual(sin, 1) < 1e-10
+    assert lab.linear_shift_residual(sin, 5) < 1e-10
+    assert lab.linear_shift_residual(lab.naive_encoding("binary", 64, 6), 1) > 0.1
+
+
+def test_add_vs_concat_readout_is_exact_for_concatenation_and_improves_with_width():
+    small = lab.add_vs_concat_readout(16, n_samples=1000)
+    large = lab.add_vs_concat_readout(512, n_samples=1000)
+    assert small["concat_token"] == small["concat_position"] == 1.0
+    assert large["concat_token"] == large["concat_position"] == 1.0
+    assert large["add_token"] > 0.99 and large["add_position"] > small["add_position"] + 0.3
+    assert lab.add_vs_concat_readout(64, n_samples=300, seed=3) == lab.add_vs_concat_readout(64, n_samples=300, seed=3)
+
+
+def test_decode_offsets_recovers_exact_offsets_and_ignores_the_start():
+    pe = posenc.sinusoidal_encoding(300, 16)
+    w = posenc.sinusoidal_frequencies(16)
+    p = np.array([0, 17, 100, 5])
+    k = np.array([0, 3, 150, 290])
+    assert np.array_equal(lab.decode_offsets(pe[p], pe[p + k], w, 300), k)
+
+
+def test_band_noise_sweep_without_noise_is_exact_and_degrades_with_noise():
+    bands = {"fast": np.arange(0, 8), "slow": np.arange(24, 32)}
+    res = lab.band_noise_sweep(32, 256, bands, np.array([0.0, 1.0]), n_samples=300)
+    for band in bands:
+        assert res[band]["abs_exact"][0] == 1.0 and res[band]["rel_exact"][0] == 1.0
+        assert res[band]["abs_exact"][1] < 0.9 and res[band]["rel_exact"][1] < 0.9
+
+
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda: lab.naive_encoding("gray", 4), ValueError, "kind"),
+        (lambda: lab.naive_encoding("binary", 0), ValueError, "length"),
+        (lambda: lab.linear_shift_residual(np.zeros((4, 2)), 4), ValueError, "offset"),
+        (lambda: lab.linear_shift_residual(np.zeros(4), 1), ValueError, "table"),
+        (lambda: lab.add_vs_concat_readout(18), ValueError, "d_model"),
+        (lambda: lab.add_vs_concat_readout(16.0), TypeError, "d_model"),
+        (lambda: lab.decode_offsets(np.zeros((2, 4)), np.zeros((2, 2)), np.ones(2), 5), ValueError, "first and second"),
+        (lambda: lab.band_noise_sweep(16, 32, {"b": np.array([1, 2])}, np.array([0.1])), ValueError, "whole pairs"),
+        (lambda: lab.band_noise_sweep(16, 32, {"b": np.arange(4)}, np.array([-0.1])), ValueError, "sigmas"),
+    ],
+)
+def test_design_helpers_reject_bad_input(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()

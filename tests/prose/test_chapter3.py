@@ -99,3 +99,29 @@ def test_chapter3_float32_changes_minimum_distance_by_under_half_a_percent():
         exact = min_distance_by_length(100_000, d)[100_000]
         single = min_distance_float32(np.array([100_000]), d)[0]
         assert abs(single - exact) / exact < 0.005, d
+
+
+def test_chapter3_one_pair_is_distinct_but_not_well_separated():
+    # pair 0 alone (d = 2): positions 0 and 710 are distinct but only ~6e-5 apart
+    m = min_distance_by_length(100_000, 2)[100_000]
+    assert 5e-5 < m < 7e-5
+    from posenc.book.analysis import offset_distance
+
+    assert int(np.argmin(offset_distance(100_000, 2)[1:])) + 1 == 710
+
+
+def test_chapter3_design_exercise_base_100_is_the_worst():
+    m = {b: min_distance_by_length(10_000, 4, base=b)[10_000] for b in (10.0, 100.0, 1e4, 1e6)}
+    assert m[100.0] < 0.01 < min(m[10.0], m[1e4], m[1e6])
+
+
+def test_chapter3_noise_sweep_fast_band_decodes_offsets_slow_band_does_not():
+    from posenc.book.analysis import band_noise_sweep
+
+    res = band_noise_sweep(64, 2048, {"fast": np.arange(0, 16), "slow": np.arange(48, 64)},
+                           np.array([0.05, 0.2, 0.8]), n_samples=2000, seed=1)
+    fast, slow = res["fast"], res["slow"]
+    assert fast["rel_exact"][1] > 0.95 and fast["abs_exact"][1] > 0.95
+    assert slow["rel_exact"].max() < 0.05 and slow["abs_exact"].max() < 0.05
+    assert np.all(fast["rel_median"][:2] < slow["rel_median"][:2])
+    assert fast["rel_exact"][2] < 0.2  # at high noise the fast band fails too

@@ -1,0 +1,50 @@
+"""Claims of chapter 1 (motivation), asserted against ``posenc``."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import posenc
+
+
+def _tokens(batch=256, n=64, d=32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, n, d, generator=g, dtype=torch.float64)
+
+
+def test_self_attention_is_permutation_equivariant_without_positions():
+    torch.manual_seed(0)
+    attn = posenc.SelfAttention(16, n_heads=2).double()
+    x = torch.randn(1, 7, 16, dtype=torch.float64)
+    perm = torch.randperm(7)
+    with torch.no_grad():
+        assert torch.allclose(attn(x[:, perm]), attn(x)[:, perm], atol=1e-12, rtol=0)
+
+
+def test_uniform_causal_attention_shrinks_like_one_over_sqrt_t():
+    # chapter 1: norm at position 0 / position n-1 is close to sqrt(n) = 8 for n = 64
+    torch.manual_seed(1)
+    x = _tokens()
+    attn = posenc.SelfAttention(32).double()
+    nn.init.zeros_(attn.w_q.weight)
+    nn.init.zeros_(attn.w_k.weight)
+    with torch.no_grad():
+        causal = attn(x, mask=posenc.causal_mask(64)).norm(dim=-1).mean(dim=0)
+        bidirectional = attn(x).norm(dim=-1).mean(dim=0)
+    assert 6.5 < (causal[0] / causal[-1]).item() < 9.5
+    assert 0.9 < (bidirectional[0] / bidirectional[-1]).item() < 1.1
+
+
+def test_a_symmetric_distance_bias_cannot_see_a_reversal():
+    # the design exercise: a bias -|j - i| separates a permutation but not the reversal
+    torch.manual_seed(2)
+    attn = posenc.SelfAttention(16).double()
+    t = torch.arange(5)
+    bias = -(t[None, :] - t[:, None]).abs().double()
+    x = torch.randn(1, 5, 16, dtype=torch.float64)
+    swapped = x[:, [0, 4, 2, 3, 1]]
+    with torch.no_grad():
+        pooled = attn(x, bias=bias).mean(dim=1)
+        assert (pooled - attn(swapped, bias=bias).mean(dim=1)).abs().max() > 1e-4
+        assert torch.allclose(pooled, attn(torch.flip(x, dims=[1]), bias=bias).mean(dim=1), atol=1e-12, rtol=0)
