@@ -1,119 +1,227 @@
-"""Chapter 6's experiment at full size: every positional scheme, both tasks, several seeds.
+"""Chapter 6's experiment: every positional scheme on every task, trained until it stops improving.
 
-    python experiments/alternatives_extrapolation.py            # the saved results
-    python experiments/alternatives_extrapolation.py --quick    # a 1-minute smoke run
+    python experiments/alternatives_extrapolation.py --workers 16   # the saved results
+    python experiments/alternatives_extrapolation.py --quick        # a smoke run, nothing saved
 
-Writes ``experiments/results/alternatives.json`` (accuracies: deterministic, rounded to 4
-decimals, reproduced exactly by a re-run on the same machine with the same package
-versions) and ``experiments/results/alternatives_timing.json`` (training seconds: these
-depend on the machine and its load, so they live in their own file). The chapter
-``notebooks/06_alternatives.ipynb`` plots the first and quotes the second.
+Protocol (see ``experiments/README.md``):
 
-Each run trains a fresh model for ``--steps`` steps and is also scored at the earlier
-``--checkpoints``, so the effect of the training budget is visible without extra runs.
+* tasks: :data:`posenc.book.tasks.TASKS`; schemes: :data:`posenc.book.models.SCHEMES`;
+  two variants of every run: without (``"plain"``) and with (``"bos"``) a
+  beginning-of-sequence token;
+* every run is scored every ``--eval-every`` steps and stops once its in-distribution
+  accuracy has not improved by more than ``--min-delta`` for ``--patience`` evaluations
+  (or at the ``--steps`` budget);
+* the learning rate of every (task, scheme, variant) is chosen from ``--lrs`` (linear
+  warm-up over ``--warmup`` steps, then constant) on the held-out seed ``--tune-seed``,
+  by the in-distribution accuracy only; the chosen rate is then run with seeds
+  ``0 .. --seeds - 1``.
+
+Results go to ``experiments/results/alternatives.json`` (``--out``): a dict with a list
+``rows``, one per trial and evaluation step, with ``task``, ``scheme``, ``variant``,
+``seed``, ``role`` (``"tune"`` or ``"main"``), ``lr``, ``steps``, ``acc_1x``, ``acc_2x``,
+``acc_4x`` (all scored positions) and ``beyond_2x``, ``beyond_4x`` (only the positions
+beyond the training length); the last row of a trial has ``final: true`` and the
+per-position accuracies at 4x, the parameter counts, the stopping reason and, for RoPE,
+the context extensions ``ext_<method>``. The file is rewritten (atomically) after every
+trial, and a re-run skips the trials already in it: a stopped run loses only the trials
+in progress (one per worker). Accuracies are rounded to 4 decimals.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
+import os
 import platform
 import sys
 import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 import torch
 
 import posenc
-from posenc.training import RunConfig, config_dict, run_trial, score_keys
+from posenc.book import results as res
+from posenc.book.models import SCHEMES
+from posenc.book.tasks import TASKS
+from posenc.book.training import RunConfig, config_dict, run_trial
 
 HERE = Path(__file__).resolve().parent
+VARIANTS = ("plain", "bos")
+SCORE_KEYS = ("acc_1x", "acc_2x", "beyond_2x", "acc_4x", "beyond_4x")
 
 
-def _round(x: float, digits: int) -> float | None:
-    return None if math.isnan(x) else round(x, digits)
+def _round(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None or math.isnan(x) else round(x, digits)
+
+
+def trial_key(row: dict) -> tuple:
+    return (row["task"], row["scheme"], row["variant"], row["role"], row["seed"], row["lr"])
+
+
+def run_one(spec: dict) -> list[dict]:
+    """Train one trial (in a worker process) and return its rows."""
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    config = RunConfig(bos=spec["variant"] == "bos", lr=spec["lr"], **spec["config"])
+    r = run_trial(spec["scheme"], spec["task"], spec["seed"], config, per_position=True, extension=True)
+    base = {k: spec[k] for k in ("task", "scheme", "variant", "role", "seed", "lr")}
+    rows = [{**base, "steps": step, **{k: _round(s.get(k)) for k in SCORE_KEYS}} for step, s in r["checkpoints"].items()]
+    last = rows[-1]
+    last.update(
+        final=True,
+        stop=r["stop"],
+        converged=bool(r["converged"]),
+        params=r["params"],
+        scheme_params=r["scheme_params"],
+        final_loss=_round(r["final_loss"]),
+        seconds=round(r["seconds"], 1),
+        pos_4x=[_round(a, 3) for a in r["pos_4x"]],
+    )
+    for method, acc in r.get("extension", {}).items():
+        last[f"ext_{method}"] = _round(acc)
+    return rows
+
+
+def choose_lr(tune_rows: list[dict]) -> float:
+    """The learning rate with the best final in-distribution accuracy (ties within 0.005: fewer steps, then smaller lr)."""
+    best = max(r["acc_1x"] for r in tune_rows)
+    close = [r for r in tune_rows if r["acc_1x"] >= best - 0.005]
+    return min(close, key=lambda r: (r["steps"], r["lr"]))["lr"]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--checkpoints", type=int, nargs="*", default=[300, 750])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--schemes", nargs="*", default=list(posenc.SCHEMES))
-    parser.add_argument("--tasks", nargs="*", default=list(posenc.TASKS))
-    parser.add_argument("--quick", action="store_true", help="60 steps, 1 seed, no file written unless --out")
+    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2)))
+    parser.add_argument("--tasks", nargs="*", default=list(TASKS))
+    parser.add_argument("--schemes", nargs="*", default=list(SCHEMES))
+    parser.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--tune-seed", type=int, default=100)
+    parser.add_argument("--lrs", type=float, nargs="*", default=[1e-3, 3e-3, 1e-2])
+    parser.add_argument("--steps", type=int, default=4000, help="budget (maximum steps) per trial")
+    parser.add_argument("--eval-every", type=int, default=200)
+    parser.add_argument("--patience", type=int, default=4)
+    parser.add_argument("--min-delta", type=float, default=0.005)
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--max-minutes", type=float, default=math.inf, help="submit no new trial after this")
+    parser.add_argument("--machine", default=None, help="a description of the machine, saved with the results")
+    parser.add_argument("--quick", action="store_true", help="a tiny grid for a smoke test; nothing saved unless --out")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.quick:
-        args.steps, args.checkpoints, args.seeds = 60, [30], 1
+        args.steps, args.eval_every, args.patience, args.seeds = 40, 20, 1, 1
+        args.tasks, args.schemes, args.lrs = args.tasks[:1], ["none", "rope"], [3e-3, 1e-2]
     out = args.out or (None if args.quick else HERE / "results" / "alternatives.json")
+    bad = sorted(set(args.tasks) - set(TASKS)) + sorted(set(args.schemes) - set(SCHEMES))
+    bad += sorted(set(args.variants) - set(VARIANTS))
+    if bad:
+        parser.error(f"unknown task, scheme or variant: {bad}")
+    shared = dict(
+        steps=args.steps, eval_every=args.eval_every, patience=args.patience, min_delta=args.min_delta, warmup=args.warmup
+    )
 
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    config = RunConfig(steps=args.steps)
-    rows, timing = [], []
+    rows: list[dict] = []
+    meta: dict = {}
+    if out is not None and out.exists():
+        saved = res.read_results(out)
+        if saved.get("protocol", {}).get("shared") == shared:
+            rows, meta = saved.pop("rows"), saved
+            print(f"resuming: {sum(1 for r in rows if r.get('final'))} trials in {out}", flush=True)
+        else:
+            print(f"{out} holds another protocol: starting afresh", flush=True)
+    done = {trial_key(r): r for r in rows if r.get("final")}
+    sessions = meta.get("sessions", [])
+
+    groups = [(t, s, v) for t in args.tasks for s in args.schemes for v in args.variants]
+
+    def spec(group: tuple, role: str, seed: int, lr: float) -> dict:
+        t, s, v = group
+        return dict(task=t, scheme=s, variant=v, role=role, seed=seed, lr=lr, config=shared)
+
+    def ready_specs() -> list[dict]:
+        """Trials whose prerequisites are met and that are not done."""
+        todo = []
+        for g in groups:
+            tune = [spec(g, "tune", args.tune_seed, lr) for lr in args.lrs]
+            missing = [sp for sp in tune if trial_key(sp) not in done]
+            if missing:
+                todo += missing
+                continue
+            lr = choose_lr([done[trial_key(sp)] for sp in tune])
+            todo += [sp for seed in range(args.seeds) if trial_key(sp := spec(g, "main", seed, lr)) not in done]
+        return todo
+
+    def save(total: float, n_new: int) -> None:
+        if out is None:
+            return
+        chosen = {
+            "/".join(g): r["lr"] for g in groups for r in done.values()
+            if r["role"] == "main" and (r["task"], r["scheme"], r["variant"]) == g and r["seed"] == 0
+        }
+        res.write_results(
+            out,
+            rows,
+            description="Chapter 6 experiment: a small causal transformer per positional scheme, task and "
+            "variant (plain / with a beginning-of-sequence token), trained until it stops improving; "
+            "accuracy in distribution (acc_1x), over all scored positions at 2x and 4x the training length "
+            "(acc_2x, acc_4x) and over the positions beyond the training length only (beyond_2x, beyond_4x). "
+            "null = the model cannot run at that length (learned embeddings past max_len).",
+            command="python experiments/alternatives_extrapolation.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            config=config_dict(RunConfig(**shared)),
+            protocol={
+                "shared": shared,
+                "lrs": args.lrs,
+                "tune_seed": args.tune_seed,
+                "seeds": args.seeds,
+                "selection": "highest final acc_1x of the tuning seed; within 0.005 of it: fewest steps, then smaller lr",
+            },
+            chosen_lr=chosen,
+            versions={"torch": torch.__version__, "posenc": posenc.__version__, "python": platform.python_version()},
+            sessions=sessions + [
+                {
+                    "machine": args.machine or f"{platform.machine()} {platform.processor() or ''}".strip(),
+                    "cpus": os.cpu_count(),
+                    "workers": args.workers,
+                    "wall_seconds": round(total, 1),
+                    "trials": n_new,
+                }
+            ],
+        )
+
     t0 = time.perf_counter()
-    for task in args.tasks:
-        for scheme in args.schemes:
-            for seed in range(args.seeds):
-                r = run_trial(scheme, task, seed, config, checkpoints=tuple(args.checkpoints), per_position=True)
-                for step, accs in r["checkpoints"].items():
-                    rows.append(
-                        {
-                            "task": task,
-                            "scheme": scheme,
-                            "seed": seed,
-                            "steps": step,
-                            **{k: _round(accs[k], 4) for k in score_keys(config)},
-                        }
-                    )
-                rows[-1]["final_loss"] = round(r["final_loss"], 4)
-                rows[-1]["params"] = r["params"]
-                rows[-1]["scheme_params"] = r["scheme_params"]
-                f = max(config.eval_factors)
-                rows[-1][f"pos_{f}x"] = [_round(a, 3) for a in r[f"pos_{f}x"]]
-                timing.append({"task": task, "scheme": scheme, "seed": seed, "seconds": round(r["seconds"], 2)})
+    n_new = 0
+    running: dict = {}
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        while True:
+            if time.perf_counter() - t0 < 60 * args.max_minutes:
+                in_flight = {trial_key(sp) for sp in running.values()}
+                for sp in ready_specs():
+                    if len(running) >= args.workers:
+                        break
+                    if trial_key(sp) not in in_flight:
+                        running[pool.submit(run_one, sp)] = sp
+                        in_flight.add(trial_key(sp))
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                sp = running.pop(fut)
+                trial_rows = fut.result()
+                rows.extend(trial_rows)
+                done[trial_key(sp)] = trial_rows[-1]
+                n_new += 1
+                f = trial_rows[-1]
                 print(
-                    f"{task:15s} {scheme:10s} seed {seed}: "
-                    + " ".join(f"{k}={rows[-1][k]}" for k in score_keys(config))
-                    + f"  ({r['seconds']:.1f} s)",
+                    f"{time.perf_counter() - t0:7.0f}s {f['task']:16s} {f['scheme']:10s} {f['variant']:5s} {f['role']} "
+                    f"seed {f['seed']:3d} lr {f['lr']:.0e}: {f['steps']:5d} steps ({f['stop']}) "
+                    + " ".join(f"{k}={f[k]}" for k in SCORE_KEYS),
                     flush=True,
                 )
+                save(time.perf_counter() - t0, n_new)
     total = time.perf_counter() - t0
-    print(f"total {total:.0f} s", flush=True)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        result = {
-            "description": "Chapter 6 experiment: accuracy of a small causal transformer per positional "
-            "scheme, task, seed and training budget, at 1x, 2x and 4x the training length. "
-            "null = the model cannot run at that length (learned embeddings past max_len).",
-            "command": "python experiments/alternatives_extrapolation.py "
-            + " ".join(sys.argv[1:] if argv is None else argv),
-            "config": config_dict(config),
-            "checkpoints": sorted(set(args.checkpoints) | {args.steps}),
-            "versions": {"torch": torch.__version__, "posenc": posenc.__version__},
-            "rows": rows,
-        }
-        # one row per line: readable diffs, small file
-        rows_text = ",\n  ".join(json.dumps(row) for row in result.pop("rows"))
-        head = json.dumps(result, indent=1)[:-2]
-        out.write_text(f'{head},\n "rows": [\n  {rows_text}\n ]\n}}\n')
-        timing_out = out.with_name(out.stem + "_timing.json")
-        timing_out.write_text(
-            json.dumps(
-                {
-                    "note": "training wall time per run (machine- and load-dependent, not reproducible)",
-                    "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-                    "threads": 1,
-                    "total_seconds": round(total, 1),
-                    "runs": timing,
-                },
-                indent=1,
-            )
-            + "\n"
-        )
-        print(f"wrote {out} and {timing_out}")
+    left = len(ready_specs())
+    print(f"{n_new} trials in {total:.0f} s; {left} ready trials left", flush=True)
     return 0
 
 

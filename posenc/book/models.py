@@ -11,7 +11,11 @@ position from any of :data:`SCHEMES`:
 * ``"rope"``: queries and keys rotated by their positions in every layer (RoFormer);
 * ``"alibi"``: the linear distance penalty of Press et al. added to the scores;
 * ``"t5"``: T5's learned bucketed bias, computed once and shared by all layers;
-* ``"shaw"``: Shaw et al.'s learned vector per clipped offset, one table per layer.
+* ``"shaw"``: Shaw et al.'s learned vector per clipped offset, one table per layer;
+* ``"randomized"``: the sinusoidal table read at a random ordered subset of the positions
+  ``0 .. randomized_max_len - 1`` (Ruoss et al. 2023), drawn afresh for every sequence in
+  training and in evaluation, so positions far beyond the training length are seen in
+  training.
 
 Nothing else changes between schemes, so a comparison measures the scheme alone.
 """
@@ -28,13 +32,38 @@ from ..learned import LearnedPositionalEmbedding
 from ..sinusoidal import SinusoidalPositionalEncoding
 
 #: The positional schemes accepted by :class:`PositionalTransformer`.
-SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi", "t5", "shaw")
+SCHEMES = ("none", "sinusoidal", "learned", "rope", "alibi", "t5", "shaw", "randomized")
 
 #: Length of the sinusoidal table built by :class:`PositionalTransformer` (the formula has
 #: no maximum length; the table is a cache).
 SINUSOIDAL_TABLE_LEN = 4096
 
-__all__ = ["SCHEMES", "Block", "PositionalTransformer", "count_parameters"]
+__all__ = ["SCHEMES", "Block", "PositionalTransformer", "count_parameters", "random_positions"]
+
+
+def random_positions(
+    batch_size: int, length: int, max_len: int, *, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Sorted random positions for randomized positional encodings (Ruoss et al. 2023).
+
+    Each row is an increasing sample of ``length`` distinct positions from
+    ``0 .. max_len - 1``, drawn uniformly without replacement.
+
+    Returns:
+        ``(batch_size, length)`` integer tensor.
+
+    Example:
+        >>> p = random_positions(2, 5, 100, generator=torch.Generator().manual_seed(0))
+        >>> p.shape, bool((p.diff(dim=1) > 0).all()), bool(p.max() < 100)
+        (torch.Size([2, 5]), True, True)
+    """
+    batch_size = check_int("batch_size", batch_size)
+    length = check_int("length", length)
+    max_len = check_int("max_len", max_len)
+    if length > max_len:
+        raise ValueError(f"length must be <= max_len={max_len} (distinct positions), got {length}")
+    keys = torch.rand(batch_size, max_len, generator=generator)
+    return keys.argsort(dim=1)[:, :length].sort(dim=1).values
 
 
 def count_parameters(module: nn.Module) -> int:
@@ -116,10 +145,15 @@ class PositionalTransformer(nn.Module):
         shaw_max_distance: clipping distance of ``scheme="shaw"`` (default 8).
         t5_num_buckets, t5_max_distance: the bucketing of ``scheme="t5"`` (defaults 32
             and 128 as in T5; unidirectional, since the model is causal).
+        randomized_max_len: the range of positions of ``scheme="randomized"`` (default
+            256); sequences up to this length can be processed.
 
     Shapes:
-        ``forward(tokens)``: ``tokens`` is a ``(batch, seq)`` integer tensor; returns
-        logits ``(batch, seq, vocab_size)``.
+        ``forward(tokens, positions=None)``: ``tokens`` is a ``(batch, seq)`` integer
+        tensor; returns logits ``(batch, seq, vocab_size)``. ``positions``
+        (``(batch, seq)`` integers) is used by ``scheme="randomized"`` only; without it
+        such a model draws them from torch's global generator (see
+        :func:`random_positions`).
 
     Attributes:
         positional: the module holding the scheme's own state (``None`` for ``"none"``
@@ -148,6 +182,7 @@ class PositionalTransformer(nn.Module):
         shaw_max_distance: int = 8,
         t5_num_buckets: int = 32,
         t5_max_distance: int = 128,
+        randomized_max_len: int = 256,
     ) -> None:
         super().__init__()
         self.vocab_size = check_int("vocab_size", vocab_size)
@@ -156,6 +191,7 @@ class PositionalTransformer(nn.Module):
         self.n_heads = check_int("n_heads", n_heads)
         self.n_layers = check_int("n_layers", n_layers)
         self.max_len = check_int("max_len", max_len)
+        self.randomized_max_len = check_int("randomized_max_len", randomized_max_len)
         d_ff = 4 * self.d_model if d_ff is None else check_int("d_ff", d_ff)
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads must divide d_model={self.d_model}, got n_heads={self.n_heads}")
@@ -166,6 +202,8 @@ class PositionalTransformer(nn.Module):
         self.positional: nn.Module | None = None
         if self.scheme == "sinusoidal":
             self.positional = SinusoidalPositionalEncoding(self.d_model, max_len=SINUSOIDAL_TABLE_LEN)
+        elif self.scheme == "randomized":
+            self.positional = SinusoidalPositionalEncoding(self.d_model, max_len=self.randomized_max_len)
         elif self.scheme == "learned":
             self.positional = LearnedPositionalEmbedding(self.max_len, self.d_model)
         elif self.scheme == "rope":
@@ -230,7 +268,7 @@ class PositionalTransformer(nn.Module):
         weights = block.attn.last_weights
         return weights[0] if weights.ndim == 4 else weights
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
             shape = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
             raise ValueError(f"tokens must be an integer tensor of shape (batch, seq), got {shape}")
@@ -240,9 +278,20 @@ class PositionalTransformer(nn.Module):
                 f"tokens must be ids in [0, vocab_size={vocab}), got values from {int(tokens.min())} to {int(tokens.max())}"
             )
         seq = tokens.shape[1]
+        if positions is not None and self.scheme != "randomized":
+            raise ValueError(f"positions are used by scheme='randomized' only, got scheme={self.scheme!r}")
         x = self.embed(tokens)
         bias = rotary = None
-        if self.scheme in ("sinusoidal", "learned"):
+        if self.scheme == "randomized":
+            if positions is None:
+                positions = random_positions(tokens.shape[0], seq, self.randomized_max_len).to(tokens.device)
+            if not isinstance(positions, torch.Tensor) or positions.shape != tokens.shape or positions.is_floating_point():
+                got = tuple(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__
+                raise ValueError(f"positions must be an integer tensor shaped like tokens {tuple(tokens.shape)}, got {got}")
+            if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= self.randomized_max_len):
+                raise ValueError(f"positions must lie in [0, randomized_max_len={self.randomized_max_len})")
+            x = x + self.positional.pe[positions].to(x.dtype)
+        elif self.scheme in ("sinusoidal", "learned"):
             x = self.positional(x)
         elif self.scheme == "rope":
             rotary = self.positional

@@ -1,8 +1,11 @@
 """A seeded training loop and length-extrapolation evaluation for chapter 6's experiment.
 
-One *run* trains a fresh :class:`~posenc.models.PositionalTransformer` with one positional
-scheme on one task from one seed, then scores it on held-out sequences at several
-lengths. Everything random (initial weights, training batches, evaluation batches)
+One *run* trains a fresh :class:`~posenc.book.models.PositionalTransformer` with one
+positional scheme on one task from one seed, then scores it on held-out sequences at
+several lengths. With ``RunConfig(eval_every=n)`` the run is scored every ``n`` steps and
+stops early once the in-distribution accuracy has not improved by ``min_delta`` for
+``patience`` evaluations (or at ``steps``, the budget); the learning rate warms up
+linearly over ``warmup`` steps and then stays constant. Everything random (initial weights, training batches, evaluation batches)
 comes from generators seeded by the run's seed, so a run repeats exactly on the same
 machine with ``torch.use_deterministic_algorithms(True)`` and a fixed thread count.
 Evaluation batches depend on the seed and the length only, never on the scheme: every
@@ -15,17 +18,41 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 from torch import nn
 
 from .._checks import check_choice, check_int
-from .models import SCHEMES, PositionalTransformer, count_parameters
+from .models import SCHEMES, PositionalTransformer, count_parameters, random_positions
 from .results import acc_key, pos_key
-from .tasks import TASKS, make_task_batch
+from .tasks import TASKS, first_scored, make_task_batch
 
-__all__ = ["RunConfig", "config_dict", "evaluate_accuracy", "run_trial", "score_keys", "seeded", "train_model"]
+__all__ = [
+    "CONTEXT_EXTENSIONS",
+    "RunConfig",
+    "beyond_key",
+    "config_dict",
+    "context_extension",
+    "evaluate_accuracy",
+    "run_trial",
+    "score_keys",
+    "seeded",
+    "train_model",
+]
+
+#: The RoPE context extensions compared by :func:`context_extension`.
+CONTEXT_EXTENSIONS = ("none", "position_interpolation", "ntk", "dynamic_ntk", "yarn")
+
+
+def beyond_key(factor: int) -> str:
+    """The result key of the accuracy on the positions beyond the training length only.
+
+    Example:
+        >>> beyond_key(4)
+        'beyond_4x'
+    """
+    return f"beyond_{check_int('factor', factor)}x"
 
 
 @contextlib.contextmanager
@@ -57,16 +84,25 @@ class RunConfig:
     """Settings shared by all runs of an experiment (the scheme, task and seed vary).
 
     Attributes:
-        train_len: sequence length during training.
-        eval_factors: evaluation lengths as multiples of ``train_len``.
-        steps: optimiser steps.
+        train_len: sequence length during training (task tokens, without the BOS token).
+        eval_factors: evaluation lengths as multiples of ``train_len`` (the first is 1).
+        steps: optimiser steps (the budget; fewer with early stopping).
         batch_size: sequences per step.
-        lr: Adam learning rate (constant).
-        vocab_size: token ids; chance accuracy is ``1 / vocab_size``.
+        lr: Adam learning rate after warm-up.
+        warmup: steps of linear learning-rate warm-up (0: none).
+        vocab_size: token ids of the task; chance accuracy is ``1 / vocab_size``.
         d_model, n_heads, n_layers: model size.
-        offset: look-back of ``"offset_copy"``.
-        index: position read by ``"fixed_retrieve"``.
+        offset: look-back of the relative tasks (``None``: the task's default).
+        index: position read by the absolute tasks (``None``: the task's default).
+        bos: prepend a beginning-of-sequence token to every sequence.
         eval_size: held-out sequences per evaluation length.
+        eval_every: score the model every this many steps and stop early (0: never).
+        patience: stop after this many evaluations without an in-distribution gain of
+            more than ``min_delta`` over the best so far.
+        min_delta: the smallest gain that counts as an improvement.
+        dtype: ``"float32"`` or ``"float64"`` (the latter makes short runs reproducible
+            to many digits across CPUs).
+        extra: further keyword arguments of :class:`PositionalTransformer`.
     """
 
     train_len: int = 16
@@ -74,31 +110,100 @@ class RunConfig:
     steps: int = 300
     batch_size: int = 32
     lr: float = 3e-3
+    warmup: int = 0
     vocab_size: int = 16
     d_model: int = 32
     n_heads: int = 4
     n_layers: int = 2
-    offset: int = 3
-    index: int = 2
+    offset: int | None = None
+    index: int | None = None
+    bos: bool = False
     eval_size: int = 256
+    eval_every: int = 0
+    patience: int = 5
+    min_delta: float = 0.005
+    dtype: str = "float32"
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        for name in ("train_len", "steps", "batch_size", "vocab_size", "d_model", "n_heads", "n_layers", "eval_size"):
+            check_int(name, getattr(self, name))
+        for name in ("warmup", "eval_every", "patience"):
+            check_int(name, getattr(self, name), minimum=0)
+        if not isinstance(self.eval_factors, tuple) or not self.eval_factors or self.eval_factors[0] != 1:
+            raise ValueError(f"eval_factors must be a tuple starting with 1, got {self.eval_factors!r}")
+        for f in self.eval_factors:
+            check_int("eval_factors", f)
+        for name in ("lr", "min_delta"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+            if not math.isfinite(value) or value < 0 or (name == "lr" and value == 0):
+                raise ValueError(f"{name} must be a finite number {'> 0' if name == 'lr' else '>= 0'}, got {value}")
+        if not isinstance(self.bos, bool):
+            raise TypeError(f"bos must be a bool, got {type(self.bos).__name__}")
+        check_choice("dtype", self.dtype, ("float32", "float64"))
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return torch.float64 if self.dtype == "float64" else torch.float32
+
     def model(self, scheme: str) -> PositionalTransformer:
-        """A fresh model with these settings (learned embeddings get ``max_len = train_len``)."""
-        return PositionalTransformer(
-            self.vocab_size,
+        """A fresh model with these settings.
+
+        Learned embeddings get ``max_len = train_len`` (+1 for the BOS token); with a BOS
+        token the vocabulary has one more id.
+        """
+        model = PositionalTransformer(
+            self.vocab_size + int(self.bos),
             scheme=scheme,
             d_model=self.d_model,
             n_heads=self.n_heads,
             n_layers=self.n_layers,
-            max_len=self.train_len,
+            max_len=self.train_len + int(self.bos),
             **self.extra,
         )
+        # parameters only: the cached tables (RoPE's complex one among them) keep their
+        # dtype and are cast where they are used
+        for param in model.parameters():
+            param.data = param.data.to(self.torch_dtype)
+        return model
 
 
-def _masked_loss(model: nn.Module, batch) -> torch.Tensor:
-    logits = model(batch.inputs)
+def _batch(task: str, batch_size: int, length: int, config: RunConfig, generator: torch.Generator):
+    return make_task_batch(
+        task,
+        batch_size,
+        length,
+        vocab_size=config.vocab_size,
+        offset=config.offset,
+        index=config.index,
+        bos=config.bos,
+        generator=generator,
+    )
+
+
+def _logits(model: nn.Module, inputs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    if getattr(model, "scheme", None) == "randomized":
+        positions = random_positions(inputs.shape[0], inputs.shape[1], model.randomized_max_len, generator=generator)
+        return model(inputs, positions)
+    return model(inputs)
+
+
+def _masked_loss(model: nn.Module, batch, generator: torch.Generator) -> torch.Tensor:
+    logits = _logits(model, batch.inputs, generator)
     return nn.functional.cross_entropy(logits[batch.mask], batch.targets[batch.mask])
+
+
+def _check_model(model: object) -> None:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+
+
+def _check_config(config: object) -> RunConfig:
+    if not isinstance(config, RunConfig):
+        raise TypeError(f"config must be a RunConfig, got {type(config).__name__}")
+    return config
 
 
 def train_model(
@@ -107,18 +212,22 @@ def train_model(
     config: RunConfig,
     *,
     seed: int,
-    callback: Callable[[int, nn.Module], None] | None = None,
+    callback: Callable[[int, nn.Module], bool | None] | None = None,
 ) -> list[float]:
     """Train ``model`` in place on ``task`` with Adam; returns the loss of every step.
 
     Args:
-        model: a :class:`~posenc.models.PositionalTransformer` (or any module mapping
-            ``(batch, seq)`` tokens to logits).
-        task: one of :data:`~posenc.tasks.TASKS`.
-        config: lengths, steps, batch size, learning rate, task settings.
+        model: a :class:`~posenc.book.models.PositionalTransformer` (or any module mapping
+            ``(batch, seq)`` tokens to logits), in ``config.dtype``.
+        task: one of :data:`~posenc.book.tasks.TASKS`.
+        config: lengths, steps, batch size, learning rate and warm-up, task settings.
         seed: seeds the training batches (the caller seeds the initial weights).
         callback: called as ``callback(step, model)`` after every step (``step`` counts
-            from 1); it must not consume the global random state if runs are to repeat.
+            from 1); training stops when it returns ``True``. It must not consume the
+            global random state if runs are to repeat.
+
+    Raises:
+        ValueError: if the loss becomes NaN or infinite (the message names the step).
 
     Example:
         >>> cfg = RunConfig(steps=2, batch_size=4)
@@ -127,30 +236,34 @@ def train_model(
         >>> len(losses)
         2
     """
+    _check_model(model)
     task = check_choice("task", task, TASKS)
+    config = _check_config(config)
     seed = check_int("seed", seed, minimum=0)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
     generator = torch.Generator().manual_seed(seed)
     optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
+    warmup = config.warmup
     model.train()
     losses = []
     for step in range(1, config.steps + 1):
-        batch = make_task_batch(
-            task,
-            config.batch_size,
-            config.train_len,
-            vocab_size=config.vocab_size,
-            offset=config.offset,
-            index=config.index,
-            generator=generator,
-        )
-        loss = _masked_loss(model, batch)
+        if warmup:
+            for group in optimiser.param_groups:
+                group["lr"] = config.lr * min(1.0, step / warmup)
+        batch = _batch(task, config.batch_size, config.train_len, config, generator)
+        loss = _masked_loss(model, batch, generator)
+        if not torch.isfinite(loss):
+            raise ValueError(f"the training loss became {loss.item()} at step {step} (lr={config.lr}); lower lr")
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
         losses.append(loss.item())
         if callback is not None:
-            callback(step, model)
+            stop = callback(step, model)
             model.train()
+            if stop:
+                break
     return losses
 
 
@@ -163,42 +276,68 @@ def evaluate_accuracy(
     *,
     seed: int,
     per_position: bool = False,
+    start: int = 0,
 ) -> float | list[float]:
     """Token accuracy of ``model`` on held-out sequences of ``length``, over scored positions.
 
-    With ``per_position=True`` the result is a list of ``length`` accuracies, one per
-    position (``nan`` at positions that are not scored, and everywhere when the model
-    cannot run at this length).
+    Args:
+        model: the trained model.
+        task: one of :data:`~posenc.book.tasks.TASKS`.
+        length: number of task tokens (the BOS token of ``config.bos`` comes on top).
+        config: task settings and ``eval_size``.
+        seed: selects the held-out sequences.
+        per_position: return a list of ``length`` accuracies, one per task position
+            (``nan`` at positions that are not scored, and everywhere when the model
+            cannot run at this length).
+        start: score only the task positions ``>= start`` (``start=config.train_len``:
+            the positions beyond the training length).
 
     The evaluation sequences depend only on ``seed`` and ``length`` (they are drawn from a
     generator seeded with ``1_000_003 * (seed + 1) + length``, disjoint in practice from
-    the training stream). A learned-embedding model cannot process sequences longer than
-    its ``max_len``; for those the result is ``nan`` (there is nothing to score).
+    the training stream), never on the scheme. A learned-embedding model cannot process
+    sequences longer than its ``max_len``; for those the result is ``nan``.
 
     Returns:
         Accuracy in ``[0, 1]``, or ``nan`` when the model cannot run at this length.
+
+    Example:
+        >>> cfg = RunConfig(eval_size=4)
+        >>> with seeded(0):
+        ...     model = cfg.model("alibi")
+        >>> 0.0 <= evaluate_accuracy(model, "offset_copy", 32, cfg, seed=0, start=16) <= 1.0
+        True
     """
+    _check_model(model)
     task = check_choice("task", task, TASKS)
+    config = _check_config(config)
     length = check_int("length", length)
     seed = check_int("seed", seed, minimum=0)
-    if getattr(model, "scheme", None) == "learned" and length > model.max_len:
+    start = check_int("start", start, minimum=0)
+    if start >= length:
+        raise ValueError(f"start must be < length={length}, got {start}")
+    bos = int(config.bos)
+    if getattr(model, "scheme", None) == "learned" and length + bos > model.max_len:
         return [math.nan] * length if per_position else math.nan
     generator = torch.Generator().manual_seed(1_000_003 * (seed + 1) + length)
-    batch = make_task_batch(
-        task,
-        config.eval_size,
-        length,
-        vocab_size=config.vocab_size,
-        offset=config.offset,
-        index=config.index,
-        generator=generator,
-    )
+    batch = _batch(task, config.eval_size, length, config, generator)
     model.eval()
-    correct = (model(batch.inputs).argmax(dim=-1) == batch.targets).float()
+    correct = (_logits(model, batch.inputs, generator).argmax(dim=-1) == batch.targets).double()[:, bos:]
+    mask = batch.mask[:, bos:].clone()
+    mask[:, :start] = False
     if per_position:
-        acc = correct.mean(dim=0).masked_fill(~batch.mask[0], math.nan)
-        return acc.tolist()
-    return correct[batch.mask].mean().item()
+        return correct.mean(dim=0).masked_fill(~mask[0], math.nan).tolist()
+    return correct[mask].mean().item()
+
+
+def _score(model: nn.Module, task: str, config: RunConfig, seed: int) -> dict[str, float]:
+    scores = {}
+    for f in config.eval_factors:
+        scores[acc_key(f)] = evaluate_accuracy(model, task, f * config.train_len, config, seed=seed)
+        if f > 1:
+            scores[beyond_key(f)] = evaluate_accuracy(
+                model, task, f * config.train_len, config, seed=seed, start=config.train_len
+            )
+    return scores
 
 
 def run_trial(
@@ -210,79 +349,163 @@ def run_trial(
     checkpoints: tuple[int, ...] = (),
     per_position: bool = False,
     keep_model: bool = False,
+    extension: bool = False,
 ) -> dict:
     """Train one model from scratch and score it at every evaluation length.
 
     Args:
-        scheme: one of :data:`~posenc.models.SCHEMES`.
-        task: one of :data:`~posenc.tasks.TASKS`.
+        scheme: one of :data:`~posenc.book.models.SCHEMES`.
+        task: one of :data:`~posenc.book.tasks.TASKS`.
         seed: seeds the initial weights, the training batches and the evaluation batches.
-        config: shared settings (defaults to ``RunConfig()``).
-        checkpoints: earlier step counts at which to score the model as well (the same
-            run, so a longer training budget costs nothing extra to compare).
+        config: shared settings (defaults to ``RunConfig()``). With ``eval_every > 0`` the
+            model is scored every ``eval_every`` steps and training stops early by the
+            patience rule of :class:`RunConfig`.
+        checkpoints: further step counts at which to score the model.
         per_position: also return the accuracy at every position of every length.
         keep_model: also return the trained model under ``"model"``.
+        extension: for ``scheme="rope"``, also return :func:`context_extension` at the
+            largest evaluation factor under ``"extension"``.
 
     Returns:
         A dict with ``scheme``, ``task``, ``seed``, ``params`` (whole model),
-        ``scheme_params`` (trainable parameters of the positional scheme),
+        ``scheme_params`` (trainable parameters of the positional scheme), ``steps``
+        (steps trained), ``stop`` (``"patience"`` or ``"budget"``), ``converged``
+        (stopped by patience, or the last two evaluations within 0.01),
         ``final_loss`` (mean of the last 10 steps), ``seconds`` (training wall time,
-        machine-dependent, evaluation excluded) and ``acc_<f>x`` for every evaluation
-        factor ``f``; with ``checkpoints``, ``"checkpoints"`` maps each step to its
-        ``acc_<f>x`` dict; with ``per_position``, ``pos_<f>x`` lists.
+        machine-dependent, evaluation excluded), ``acc_<f>x`` for every evaluation factor
+        ``f`` and ``beyond_<f>x`` (positions beyond the training length only) for
+        ``f > 1``; ``"checkpoints"`` maps every scored step to its scores; with
+        ``per_position``, ``pos_<f>x`` lists.
 
     Example:
         >>> r = run_trial("rope", "offset_copy", 0, RunConfig(steps=2, batch_size=4, eval_size=4))
         >>> sorted(r)[:4]
-        ['acc_1x', 'acc_2x', 'acc_4x', 'final_loss']
+        ['acc_1x', 'acc_2x', 'acc_4x', 'beyond_2x']
     """
     scheme = check_choice("scheme", scheme, SCHEMES)
-    config = RunConfig() if config is None else config
+    task = check_choice("task", task, TASKS)
+    config = RunConfig() if config is None else _check_config(config)
     seed = check_int("seed", seed, minimum=0)
+    first = first_scored(task, offset=config.offset, index=config.index)
+    if config.train_len <= first:
+        raise ValueError(f"train_len must exceed the task's first scored position {first}, got {config.train_len}")
     wanted = {check_int("checkpoints", c) for c in checkpoints}
-
-    def score(model: nn.Module) -> dict:
-        return {
-            acc_key(f): evaluate_accuracy(model, task, f * config.train_len, config, seed=seed)
-            for f in config.eval_factors
-        }
-
     scores: dict[int, dict] = {}
     eval_seconds = 0.0
+    best, since_best = -math.inf, 0
 
-    def callback(step: int, model: nn.Module) -> None:
-        nonlocal eval_seconds
-        if step in wanted and step != config.steps:
-            t = time.perf_counter()
-            scores[step] = score(model)
-            eval_seconds += time.perf_counter() - t
+    def callback(step: int, model: nn.Module) -> bool:
+        nonlocal eval_seconds, best, since_best
+        periodic = config.eval_every and step % config.eval_every == 0
+        if not (periodic or step in wanted):
+            return False
+        t = time.perf_counter()
+        scores[step] = _score(model, task, config, seed)
+        eval_seconds += time.perf_counter() - t
+        if not periodic:
+            return False
+        acc = scores[step][acc_key(1)]
+        if acc > best + config.min_delta:
+            best, since_best = acc, 0
+        else:
+            since_best += 1
+        return since_best >= config.patience
 
     with seeded(seed):
         model = config.model(scheme)
     start = time.perf_counter()
-    losses = train_model(model, task, config, seed=seed, callback=callback if wanted else None)
+    losses = train_model(model, task, config, seed=seed, callback=callback)
     seconds = time.perf_counter() - start - eval_seconds
+    steps = len(losses)
+    if steps not in scores:
+        scores[steps] = _score(model, task, config, seed)
+    scores = dict(sorted(scores.items()))
+    last = list(scores.values())[-2:]
+    by_patience = bool(config.eval_every) and since_best >= config.patience
     result = {
         "scheme": scheme,
         "task": task,
         "seed": seed,
         "params": count_parameters(model),
         "scheme_params": model.scheme_parameters(),
+        "steps": steps,
+        "stop": "patience" if by_patience else "budget",
+        "converged": by_patience
+        or (len(last) == 2 and abs(last[0][acc_key(1)] - last[1][acc_key(1)]) <= 0.01),
         "final_loss": sum(losses[-10:]) / len(losses[-10:]),
         "seconds": seconds,
+        **scores[steps],
+        "checkpoints": scores,
     }
-    result.update(score(model))
-    if wanted:
-        scores[config.steps] = {k: result[k] for k in score_keys(config)}
-        result["checkpoints"] = dict(sorted(scores.items()))
     if per_position:
         for f in config.eval_factors:
             result[pos_key(f)] = evaluate_accuracy(
                 model, task, f * config.train_len, config, seed=seed, per_position=True
             )
+    if extension and scheme == "rope":
+        result["extension"] = context_extension(model, task, config, seed=seed)
     if keep_model:
         result["model"] = model
     return result
+
+
+def _extension_scaling(method: str, factor: int, original: int) -> dict | None:
+    return {
+        "none": None,
+        "position_interpolation": {"type": "linear", "factor": factor},
+        "ntk": {"type": "ntk", "factor": factor},
+        "dynamic_ntk": {"type": "dynamic", "factor": 1, "original_max_position_embeddings": original},
+        "yarn": {"type": "yarn", "factor": factor, "original_max_position_embeddings": original},
+    }[method]
+
+
+@torch.no_grad()
+def context_extension(
+    model: PositionalTransformer, task: str, config: RunConfig, *, seed: int, factor: int | None = None
+) -> dict[str, float]:
+    """Accuracy beyond the training length of a trained RoPE model under each context extension.
+
+    The model is not fine-tuned: its rotary module is swapped for one with the scaling
+    (every other weight unchanged), the model is scored on the positions beyond
+    ``config.train_len`` in sequences ``factor`` times as long, and the original module is
+    put back. The scalings (see :class:`posenc.RotaryEmbedding`) use the trained length
+    ``L = train_len`` (+1 with a BOS token) and ``s = factor``:
+
+    * ``"none"``: plain RoPE;
+    * ``"position_interpolation"``: every frequency divided by ``s`` (Chen et al. 2023);
+    * ``"ntk"``: NTK-aware, the base multiplied by ``s**(d / (d - 2))``;
+    * ``"dynamic_ntk"``: NTK-aware with ``s`` the ratio of the current length to ``L``
+      (``transformers``' dynamic scaling with ``factor = 1``);
+    * ``"yarn"``: YaRN (NTK-by-parts plus the attention temperature, Peng et al. 2024).
+
+    Returns:
+        ``{method: accuracy}`` for every method of :data:`CONTEXT_EXTENSIONS`.
+
+    Example:
+        >>> cfg = RunConfig(eval_size=4)
+        >>> with seeded(0):
+        ...     model = cfg.model("rope")
+        >>> sorted(context_extension(model, "offset_copy", cfg, seed=0))[:2]
+        ['dynamic_ntk', 'none']
+    """
+    from ..rotary import RotaryEmbedding
+
+    if getattr(model, "scheme", None) != "rope":
+        raise ValueError(f"model must be a PositionalTransformer with scheme='rope', got {getattr(model, 'scheme', model)!r}")
+    config = _check_config(config)
+    factor = max(config.eval_factors) if factor is None else check_int("factor", factor, minimum=2)
+    original = model.positional
+    out = {}
+    try:
+        for method in CONTEXT_EXTENSIONS:
+            scaling = _extension_scaling(method, factor, config.train_len + int(config.bos))
+            model.positional = RotaryEmbedding(original.head_dim, layout=original.layout, scaling=scaling)
+            out[method] = evaluate_accuracy(
+                model, task, factor * config.train_len, config, seed=seed, start=config.train_len
+            )
+    finally:
+        model.positional = original
+    return out
 
 
 def score_keys(config: RunConfig) -> list[str]:

@@ -38,8 +38,10 @@ def test_model_is_causal(scheme):
     tokens = torch.randint(0, 16, (2, 12), generator=torch.Generator().manual_seed(1))
     changed = tokens.clone()
     changed[:, 7:] = (changed[:, 7:] + 1) % 16
+    # randomized positions are drawn per call: fix them so that only the tokens differ
+    kwargs = {"positions": torch.arange(0, 24, 2).expand(2, 12)} if scheme == "randomized" else {}
     with torch.no_grad():
-        torch.testing.assert_close(model(tokens)[:, :7], model(changed)[:, :7])
+        torch.testing.assert_close(model(tokens, **kwargs)[:, :7], model(changed, **kwargs)[:, :7])
 
 
 def test_scheme_parameter_counts():
@@ -57,6 +59,7 @@ def test_scheme_parameter_counts():
         "alibi": 0,
         "t5": 32 * h,  # one table shared by all layers, as in T5
         "shaw": layers * (2 * 8 + 1) * (d // h),  # 272
+        "randomized": 0,
     }
     base = book.count_parameters(counts["none"])
     for s, m in counts.items():
@@ -80,7 +83,7 @@ def test_learned_embedding_past_max_len_raises_clearly():
 
 
 def test_other_schemes_run_past_the_training_length():
-    for scheme in ("none", "sinusoidal", "rope", "alibi", "t5", "shaw"):
+    for scheme in ("none", "sinusoidal", "rope", "alibi", "t5", "shaw", "randomized"):
         model = book.PositionalTransformer(10, scheme=scheme, max_len=8)
         assert model(torch.zeros(1, 40, dtype=torch.long)).shape == (1, 40, 10)
 
@@ -98,7 +101,7 @@ def test_evaluate_reports_nan_where_learned_cannot_run():
 def test_run_trial_is_deterministic():
     a = book.run_trial("t5", "fixed_retrieve", 3, TINY, checkpoints=(2,))
     b = book.run_trial("t5", "fixed_retrieve", 3, TINY, checkpoints=(2,))
-    for key in ("acc_1x", "acc_2x", "acc_4x", "final_loss", "checkpoints"):
+    for key in ("acc_1x", "acc_2x", "acc_4x", "beyond_4x", "final_loss", "checkpoints", "steps"):
         assert a[key] == b[key]
     assert a["checkpoints"][3]["acc_1x"] == a["acc_1x"]
 
@@ -165,3 +168,120 @@ def test_learned_table_on_fixed_retrieve_singles_out_the_read_position():
     assert float(sim[2, others].max()) < -0.5  # position 2 points away from all others
     attn = r["model"].position_attention()
     assert float(attn.mean(0)[3:, 2].min()) > 0.9
+
+
+def test_bos_token_is_prepended_and_never_scored():
+    g = torch.Generator().manual_seed(0)
+    b = book.make_task_batch("fixed_retrieve", 3, 10, index=2, bos=True, generator=g)
+    assert b.inputs.shape == (3, 11)
+    assert (b.inputs[:, 0] == 16).all() and (b.inputs[:, 1:] < 16).all()
+    assert not b.mask[:, :3].any() and b.mask[:, 3:].all()
+    assert torch.equal(b.targets[:, 3:], b.inputs[:, 3:4].expand(3, 8))
+
+
+@pytest.mark.parametrize(("task", "first"), [("long_offset_copy", 10), ("far_retrieve", 12)])
+def test_far_tasks(task, first):
+    g = torch.Generator().manual_seed(0)
+    b = book.make_task_batch(task, 2, 20, generator=g)
+    assert book.tasks.first_scored(task) == first
+    assert not b.mask[:, :first].any() and b.mask[:, first:].all()
+    if task == "long_offset_copy":
+        assert torch.equal(b.targets[:, first:], b.inputs[:, :-first])
+    else:
+        assert (b.targets[:, first:] == b.inputs[:, first : first + 1]).all()
+    # the relative far task exceeds the clipping distance of the book's Shaw model
+    assert book.tasks.first_scored("long_offset_copy") > 8
+
+
+def test_bos_model_has_one_more_token_and_position():
+    cfg = RunConfig(bos=True)
+    model = cfg.model("learned")
+    assert model.embed.num_embeddings == 17 and model.max_len == 17
+
+
+def test_beyond_accuracy_scores_only_new_positions():
+    cfg = RunConfig(eval_size=16, train_len=8)
+    torch.manual_seed(0)
+    model = cfg.model("none")
+    pos = book.evaluate_accuracy(model, "offset_copy", 32, cfg, seed=0, per_position=True)
+    beyond = book.evaluate_accuracy(model, "offset_copy", 32, cfg, seed=0, start=8)
+    assert beyond == pytest.approx(sum(pos[8:]) / 24, abs=1e-12)
+
+
+def test_early_stopping_and_warmup():
+    cfg = RunConfig(steps=400, batch_size=8, eval_size=16, d_model=16, n_heads=2, n_layers=1, train_len=8,
+                    eval_every=10, patience=2, min_delta=1.0, warmup=5)
+    r = book.run_trial("alibi", "offset_copy", 0, cfg)
+    # min_delta=1 makes every evaluation after the first a non-improvement: stop at 3 x eval_every
+    assert r["steps"] == 30 and r["stop"] == "patience" and r["converged"]
+    assert sorted(r["checkpoints"]) == [10, 20, 30]
+    assert set(r["checkpoints"][30]) == {"acc_1x", "acc_2x", "beyond_2x", "acc_4x", "beyond_4x"}
+
+
+def test_randomized_positions_are_sorted_and_reproducible():
+    from posenc.book.models import random_positions
+
+    a = random_positions(3, 10, 50, generator=torch.Generator().manual_seed(1))
+    b = random_positions(3, 10, 50, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a, b) and (a.diff(dim=1) > 0).all() and a.max() < 50
+    model = book.PositionalTransformer(10, scheme="randomized", randomized_max_len=50)
+    assert model(torch.zeros(3, 10, dtype=torch.long), a).shape == (3, 10, 10)
+    with pytest.raises(ValueError, match="positions"):
+        model(torch.zeros(3, 10, dtype=torch.long), a + 50)
+    with pytest.raises(ValueError, match="positions"):
+        book.PositionalTransformer(10, scheme="rope")(torch.zeros(3, 10, dtype=torch.long), a)
+    with pytest.raises(ValueError, match="max_len"):
+        random_positions(1, 60, 50)
+
+
+def test_context_extension_restores_the_model():
+    cfg = RunConfig(eval_size=8, train_len=8)
+    torch.manual_seed(0)
+    model = cfg.model("rope")
+    rotary = model.positional
+    ext = book.training.context_extension(model, "offset_copy", cfg, seed=0)
+    assert list(ext) == list(book.training.CONTEXT_EXTENSIONS)
+    assert model.positional is rotary
+    assert ext["none"] == book.evaluate_accuracy(model, "offset_copy", 32, cfg, seed=0, start=8)
+    with pytest.raises(ValueError, match="rope"):
+        book.training.context_extension(cfg.model("alibi"), "offset_copy", cfg, seed=0)
+
+
+def test_float64_training_keeps_rope_tables():
+    cfg = RunConfig(steps=2, batch_size=4, eval_size=4, dtype="float64")
+    r = book.run_trial("rope", "offset_copy", 0, cfg, keep_model=True)
+    assert r["model"].head.weight.dtype == torch.float64
+    assert r["model"].positional.rot_cached.is_complex()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "name"),
+    [
+        ({"lr": float("nan")}, ValueError, "lr"),
+        ({"lr": 0.0}, ValueError, "lr"),
+        ({"batch_size": 0}, ValueError, "batch_size"),
+        ({"steps": 1.5}, TypeError, "steps"),
+        ({"eval_every": -1}, ValueError, "eval_every"),
+        ({"bos": 1}, TypeError, "bos"),
+        ({"dtype": "float16"}, ValueError, "dtype"),
+        ({"eval_factors": (2, 4)}, ValueError, "eval_factors"),
+    ],
+)
+def test_run_config_rejects_bad_settings(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        RunConfig(**kwargs)
+
+
+def test_training_entry_points_reject_bad_arguments():
+    with pytest.raises(TypeError, match="config"):
+        book.run_trial("none", "offset_copy", 0, {"steps": 3})
+    with pytest.raises(TypeError, match="model"):
+        book.train_model("not a model", "offset_copy", TINY, seed=0)
+    with pytest.raises(ValueError, match="task"):
+        book.train_model(TINY.model("none"), "copy", TINY, seed=0)
+    with pytest.raises(ValueError, match="train_len"):
+        book.run_trial("none", "far_retrieve", 0, TINY)  # index 12 >= train_len 8
+    with pytest.raises(ValueError, match="start"):
+        book.evaluate_accuracy(TINY.model("none"), "offset_copy", 8, TINY, seed=0, start=8)
+    with pytest.raises(TypeError, match="bos"):
+        book.make_task_batch("offset_copy", 2, 8, bos="yes")
