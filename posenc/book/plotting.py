@@ -57,6 +57,7 @@ SCHEME_STYLES: dict[str, dict[str, str]] = {
     "alibi": {"color": "#d62728", "marker": "v"},
     "t5": {"color": "#9467bd", "marker": "P"},
     "shaw": {"color": "#8c564b", "marker": "X"},
+    "randomized": {"color": "#e377c2", "marker": "*"},
 }
 
 

@@ -318,25 +318,39 @@ def evaluate_accuracy(
     bos = int(config.bos)
     if getattr(model, "scheme", None) == "learned" and length + bos > model.max_len:
         return [math.nan] * length if per_position else math.nan
-    generator = torch.Generator().manual_seed(1_000_003 * (seed + 1) + length)
-    batch = _batch(task, config.eval_size, length, config, generator)
-    model.eval()
-    correct = (_logits(model, batch.inputs, generator).argmax(dim=-1) == batch.targets).double()[:, bos:]
-    mask = batch.mask[:, bos:].clone()
+    correct, mask = _correct(model, task, length, config, seed)
     mask[:, :start] = False
     if per_position:
         return correct.mean(dim=0).masked_fill(~mask[0], math.nan).tolist()
     return correct[mask].mean().item()
 
 
+def _correct(model: nn.Module, task: str, length: int, config: RunConfig, seed: int):
+    """Correct predictions and scored positions ``(eval_size, length)`` on the held-out sequences, BOS dropped."""
+    bos = int(config.bos)
+    generator = torch.Generator().manual_seed(1_000_003 * (seed + 1) + length)
+    batch = _batch(task, config.eval_size, length, config, generator)
+    model.eval()
+    with torch.no_grad():
+        correct = (_logits(model, batch.inputs, generator).argmax(dim=-1) == batch.targets).double()[:, bos:]
+    return correct, batch.mask[:, bos:].clone()
+
+
 def _score(model: nn.Module, task: str, config: RunConfig, seed: int) -> dict[str, float]:
+    """``acc_<f>x`` and ``beyond_<f>x`` for every evaluation factor, one forward pass per length."""
     scores = {}
     for f in config.eval_factors:
-        scores[acc_key(f)] = evaluate_accuracy(model, task, f * config.train_len, config, seed=seed)
+        length = f * config.train_len
+        if getattr(model, "scheme", None) == "learned" and length + int(config.bos) > model.max_len:
+            scores[acc_key(f)] = math.nan
+            if f > 1:
+                scores[beyond_key(f)] = math.nan
+            continue
+        correct, mask = _correct(model, task, length, config, seed)
+        scores[acc_key(f)] = correct[mask].mean().item()
         if f > 1:
-            scores[beyond_key(f)] = evaluate_accuracy(
-                model, task, f * config.train_len, config, seed=seed, start=config.train_len
-            )
+            mask[:, : config.train_len] = False
+            scores[beyond_key(f)] = correct[mask].mean().item()
     return scores
 
 
