@@ -20,7 +20,6 @@ break under ``torch.compile``), ``False`` never does.
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Iterable
 
@@ -60,10 +59,12 @@ def check_size(what: str, *dims: int, limit: int = MAX_TABLE_ELEMENTS) -> None:
         ...
         ValueError: the table (max_len, d_model) would hold 512000000000 elements, more than the limit of 268435456 (2**28); use smaller sizes
     """
-    if any(isinstance(d, torch.SymInt) for d in dims):
-        return
-    n = math.prod(int(d) for d in dims)
-    if n > limit or any(int(d) > limit for d in dims):
+    n, largest = 1, 0
+    for d in dims:
+        if isinstance(d, torch.SymInt):
+            return  # a symbolic size under torch.compile: checked when the graph was traced
+        n, largest = n * int(d), max(largest, int(d))
+    if n > limit or largest > limit:
         raise ValueError(
             f"{what} would hold {n} elements, more than the limit of {limit} (2**{limit.bit_length() - 1}); "
             "use smaller sizes"

@@ -66,7 +66,8 @@ class SelfAttention(nn.Module):
         callable applied to queries and keys of that shape. Returns
         ``(batch, seq, d_model)``. After a call, ``last_weights`` holds the attention
         weights, ``(batch, seq, seq)`` for one head and ``(batch, n_heads, seq, seq)``
-        for several.
+        for several (recorded in eager mode only, not under ``torch.compile`` or
+        ``torch.export``).
 
     Example:
         >>> attn = SelfAttention(8)
@@ -172,7 +173,8 @@ class SelfAttention(nn.Module):
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = scores.softmax(dim=-1)
-        self.last_weights = (weights[:, 0] if self.n_heads == 1 else weights).detach()
+        if not torch.compiler.is_compiling():  # a side effect that torch.compile/export need not trace
+            self.last_weights = (weights[:, 0] if self.n_heads == 1 else weights).detach()
         out = (weights @ v).transpose(1, 2).reshape(b, seq, self.d_model)
         return self.w_o(out)
 

@@ -141,3 +141,94 @@ def test_chapter1_sentence_vectors():
     assert gap_without < 1e-12
     assert gap_with == pytest.approx(0.218, abs=1e-3)  # glued as gap_with in the chapter
     assert causal_cat == pytest.approx(0.290, abs=1e-3)  # "'cat' with a causal mask" in the chapter
+
+
+# --- per-example positions, meta-device initialisation, torch.compile (issue 16) ---
+
+
+def test_learned_positions_equal_gathering_the_weight():
+    emb = LearnedPositionalEmbedding(max_len=10, d_model=4)
+    x = torch.randn(2, 3, 4)
+    pos = torch.tensor([[0, 0, 1], [4, 5, 6]])
+    torch.testing.assert_close(emb(x, positions=pos), x + emb.weight[pos], rtol=0, atol=0)
+    torch.testing.assert_close(emb(x, positions=torch.tensor([7, 8, 9])), emb(x, offset=7), rtol=0, atol=0)
+    torch.testing.assert_close(emb(x, offset=torch.tensor([0, 4])), x + emb.weight[torch.tensor([[0, 1, 2], [4, 5, 6]])])
+    with pytest.raises(ValueError, match=r"positions must lie in \[0, max_len=10\)"):
+        emb(x, positions=torch.tensor([8, 9, 10]))
+    with pytest.raises(ValueError, match="max_len=10"):
+        emb(x, offset=torch.tensor([0, 8]))
+    with pytest.raises(TypeError, match="positions must hold integers"):
+        emb(x, positions=torch.tensor([0.0, 1.0, 2.0]))
+    # gradients flow to exactly the rows that were used
+    emb(x, positions=pos).sum().backward()
+    used = emb.weight.grad.abs().sum(-1) > 0
+    assert used.tolist() == [True, True, False, False, True, True, True, False, False, False]
+
+
+def test_integer_input_is_refused_not_silently_added():
+    tokens = torch.tensor([[1, 2, 3]])
+    with pytest.raises(TypeError, match="x must be a floating-point tensor"):
+        LearnedPositionalEmbedding(8, 3)(tokens)
+    with pytest.raises(TypeError, match="x must be a floating-point tensor"):
+        SinusoidalPositionalEncoding(3, max_len=8)(tokens)
+    with pytest.raises(TypeError, match="x must be a floating-point tensor"):
+        SelfAttention(3)(tokens[None].float().long())
+
+
+def _meta_then_reset(factory):
+    torch.manual_seed(0)
+    fresh = factory()
+    with torch.device("meta"):
+        module = factory()
+    assert all(t.device.type == "meta" for t in (*module.parameters(), *module.buffers()))
+    module.to_empty(device="cpu")
+    torch.manual_seed(0)
+    for m in module.modules():  # what FSDP and torchtune do after to_empty
+        if hasattr(m, "reset_parameters"):
+            m.reset_parameters()
+    return fresh, module
+
+
+def test_learned_and_attention_reset_after_meta_init():
+    for factory in (lambda: LearnedPositionalEmbedding(16, 8, init_std=0.5), lambda: SelfAttention(8, n_heads=2)):
+        fresh, module = _meta_then_reset(factory)
+        for (name, a), (_, b) in zip(fresh.state_dict().items(), module.state_dict().items()):
+            assert torch.equal(a, b), name
+
+
+class _TinyModel(torch.nn.Module):
+    """Sinusoidal positions per example, then causal attention with an attention-bias module."""
+
+    def __init__(self, bias):
+        super().__init__()
+        self.pe = SinusoidalPositionalEncoding(16, max_len=64)
+        self.attn = SelfAttention(16, n_heads=4, causal=True)
+        self.bias = bias
+
+    def forward(self, x, positions):
+        return self.attn(self.pe(x, positions=positions), bias=self.bias)
+
+
+@pytest.mark.parametrize("bias", ["alibi", "t5", "shaw"])
+def test_compile_fullgraph_with_positions_and_bias_modules(bias):
+    from posenc import ALiBiBias, ShawRelativePosition, T5RelativeBias
+
+    module = {"alibi": ALiBiBias(4), "t5": T5RelativeBias(4, bidirectional=False), "shaw": ShawRelativePosition(4, 3)}
+    torch._dynamo.reset()
+    model = _TinyModel(module[bias]).eval()
+    compiled = torch.compile(model, fullgraph=True, backend="eager")  # fullgraph: any graph break is an error
+    x = torch.randn(2, 6, 16)
+    pos = torch.tensor([[0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5]])
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, pos), model(x, pos))
+        x2, pos2 = torch.randn(3, 9, 16), torch.arange(9)  # new shapes: a dynamic-shape recompile
+        torch.testing.assert_close(compiled(x2, pos2), model(x2, pos2))
+
+
+def test_export_with_positions_and_t5_bias():
+    from posenc import T5RelativeBias
+
+    model = _TinyModel(T5RelativeBias(4, bidirectional=False)).eval()
+    x, pos = torch.randn(2, 6, 16), torch.tensor([[0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5]])
+    exported = torch.export.export(model, (x, pos))
+    torch.testing.assert_close(exported.module()(x, pos), model(x, pos))

@@ -206,3 +206,94 @@ def test_concatenated_matches_marian_table_bit_for_bit(n, d):
     marian = pytest.importorskip("transformers.models.marian.modeling_marian")
     weight = marian.MarianSinusoidalPositionalEmbedding(n, d).create_weight().numpy()
     np.testing.assert_array_equal(sinusoidal_encoding(n, d, layout="concatenated").astype(np.float32), weight)
+
+
+# --- per-example positions, tensor offsets, meta-device initialisation (issue 16) ---
+
+
+def test_module_positions_equal_gathering_the_table():
+    module = SinusoidalPositionalEncoding(8, max_len=20)
+    x = torch.randn(2, 5, 8)
+    left_padded = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]])  # two real tokens after padding
+    packed = torch.tensor([[0, 1, 2, 0, 1], [0, 1, 0, 1, 2]])  # two documents per row
+    for pos in (left_padded, packed, left_padded.to(torch.int32)):
+        torch.testing.assert_close(module(x, positions=pos), x + module.pe[pos.long()], rtol=0, atol=0)
+    shared = torch.tensor([3, 4, 5, 6, 7])
+    torch.testing.assert_close(module(x, positions=shared), module(x, offset=3), rtol=0, atol=0)
+    # a tensor offset: one per example, as in a batch of caches of different lengths
+    torch.testing.assert_close(module(x, offset=torch.tensor([3, 0])), x + module.pe[torch.tensor([[3, 4, 5, 6, 7], [0, 1, 2, 3, 4]])])
+    torch.testing.assert_close(module(x, offset=torch.tensor(3)), module(x, offset=3), rtol=0, atol=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batch=st.integers(1, 3),
+    seq=st.integers(1, 9),
+    max_len=st.integers(9, 30),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_module_positions_property(batch, seq, max_len, seed):
+    gen = torch.Generator().manual_seed(seed)
+    module = SinusoidalPositionalEncoding(6, max_len=max_len).double()
+    x = torch.randn(batch, seq, 6, generator=gen, dtype=torch.float64)
+    pos = torch.randint(0, max_len, (batch, seq), generator=gen)
+    table = torch.from_numpy(sinusoidal_encoding(max_len, 6)).float().double()
+    assert torch.equal(module(x, positions=pos), x + table[pos])
+
+
+def test_module_positions_bad_input():
+    module = SinusoidalPositionalEncoding(8, max_len=10)
+    x = torch.zeros(2, 4, 8)
+    cases = [
+        (dict(positions=torch.tensor([0.0, 1.0, 2.0, 3.0])), TypeError, "positions must hold integers"),
+        (dict(positions=torch.ones(4, dtype=torch.bool)), TypeError, "positions must hold integers"),
+        (dict(positions=[0, 1, 2, 3]), TypeError, "positions must be an integer torch.Tensor"),
+        (dict(positions=torch.arange(5)), ValueError, r"positions must have shape \(seq,\)"),
+        (dict(positions=torch.zeros(3, 4, dtype=torch.long)), ValueError, "positions must have shape"),
+        (dict(positions=torch.tensor([0, 1, 2, 10])), ValueError, r"positions must lie in \[0, max_len=10\)"),
+        (dict(positions=torch.tensor([-1, 0, 1, 2])), ValueError, r"from -1 to 2"),
+        (dict(positions=torch.arange(4, device="meta")), ValueError, "positions must be on x's device"),
+        (dict(positions=torch.arange(4), offset=2), ValueError, "either offset or positions"),
+        (dict(offset=torch.tensor(0.5)), TypeError, "offset must be an int or an integer tensor"),
+        (dict(offset=torch.tensor([1, 2, 3])), ValueError, "a tensor offset must be 0-d, or"),
+        (dict(offset=torch.tensor(7)), ValueError, "max_len=10"),
+        (dict(offset="1"), TypeError, "offset must be an integer"),
+    ]
+    for kwargs, error, match in cases:
+        with pytest.raises(error, match=match):
+            module(x, **kwargs)
+    # the range check can be switched off (it reads the data: a host sync on an accelerator)
+    unchecked = SinusoidalPositionalEncoding(8, max_len=10, check_values=False)
+    assert unchecked(x, positions=torch.tensor([-1, 0, 1, 2])).shape == x.shape  # wraps around, unchecked
+    with pytest.raises(TypeError, match="check_values"):
+        SinusoidalPositionalEncoding(8, check_values="yes")
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "concatenated"])
+def test_module_reset_parameters_after_meta_init(layout):
+    fresh = SinusoidalPositionalEncoding(12, max_len=30, base=500.0, layout=layout)
+    with torch.device("meta"):
+        module = SinusoidalPositionalEncoding(12, max_len=30, base=500.0, layout=layout)
+    assert module.pe.device.type == "meta"
+    module.to_empty(device="cpu")
+    module.reset_parameters()
+    assert torch.equal(module.pe, fresh.pe)
+    x = torch.randn(1, 4, 12)
+    assert torch.equal(module(x), fresh(x))
+    # reset_parameters repairs a table overwritten in place
+    module.pe.fill_(1e35)
+    module.reset_parameters()
+    assert torch.equal(module.pe, fresh.pe)
+
+
+def test_huge_tables_are_refused_before_allocating():
+    for call in (
+        lambda: sinusoidal_encoding(10**9, 512),
+        lambda: sinusoidal_encoding(np.zeros(3), 10**12),
+        lambda: posenc.sinusoidal_frequencies(10**12),
+        lambda: relative_rotation(1, 2**16),
+        lambda: SinusoidalPositionalEncoding(4096, max_len=10**6),
+    ):
+        with pytest.raises(ValueError, match="limit of 268435456"):
+            call()
+    assert posenc.sinusoidal_frequencies(2**20).shape == (2**19,)  # large but under the limit
