@@ -284,8 +284,9 @@ class PeriodicEmbedding(nn.Module):
 
     def reset_parameters(self) -> None:
         """Draw the frequencies from ``N(0, sigma**2)``, then re-initialise the linear layer."""
-        with torch.no_grad():
-            self.frequencies.normal_(0.0, self.sigma)
+        f = self.frequencies
+        with torch.no_grad():  # randn * sigma as in __init__ (normal_(0, sigma) rounds differently)
+            f.copy_(torch.randn(f.shape, device=f.device, dtype=f.dtype) * self.sigma)
         self.linear.reset_parameters()
 
     def periodic(self, x: torch.Tensor) -> torch.Tensor:
@@ -599,8 +600,9 @@ class ColumnEmbedding(nn.Module):
 
     def reset_parameters(self) -> None:
         """Draw the weight again from ``N(0, init_std**2)``."""
-        with torch.no_grad():
-            self.weight.normal_(0.0, self.init_std)
+        w = self.weight
+        with torch.no_grad():  # randn * init_std as in __init__
+            w.copy_(torch.randn(w.shape, device=w.device, dtype=w.dtype) * self.init_std)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if not isinstance(tokens, torch.Tensor):

@@ -118,3 +118,122 @@ def test_bad_lengths_and_buckets_rejected():
 @pytest.mark.parametrize("n_heads", range(1, 65))
 def test_alibi_slopes_are_the_float64_rule_of_the_paper_rounded_once(n_heads):
     assert torch.equal(posenc.alibi_slopes(n_heads), torch.from_numpy(paper_slopes(n_heads)).float())
+
+
+# --- ALiBi with device/dtype, symmetric form, module; device-side T5; reset (issue 16) ---
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_alibi_bias_honours_dtype_and_device(dtype):
+    bias = posenc.alibi_bias(6, 5, 9, dtype=dtype)
+    assert bias.dtype == dtype and bias.device.type == "cpu"
+    # computed in float32 from float32 slopes, cast once at the end (as BLOOM does)
+    assert torch.equal(bias, posenc.alibi_bias(6, 5, 9).to(dtype))
+    on_meta = posenc.alibi_bias(6, 5, 9, device="meta", dtype=dtype)
+    assert on_meta.device.type == "meta" and on_meta.dtype == dtype and on_meta.shape == (6, 5, 9)
+    assert posenc.alibi_bias(2, 3, device=torch.device("cpu")).device.type == "cpu"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 20), st.integers(1, 12), st.integers(0, 12))
+def test_alibi_symmetric_form(n_heads, q_len, extra):
+    k_len = q_len + extra
+    sym = posenc.alibi_bias(n_heads, q_len, k_len, bidirectional=True)
+    causal = posenc.alibi_bias(n_heads, q_len, k_len)
+    rel = relative_positions(q_len, k_len)
+    slopes = posenc.alibi_slopes(n_heads)
+    assert torch.equal(sym, slopes[:, None, None] * -rel.abs().float())
+    past = rel <= 0
+    assert torch.equal(sym[:, past], causal[:, past])  # the same where the causal form is defined
+    assert (sym <= 0).all()
+    if q_len == k_len:  # symmetric in i and j
+        assert torch.equal(sym, sym.transpose(1, 2))
+
+
+def test_alibi_as_sdpa_mask_with_causal_masking():
+    """The docstring's recipe: ALiBi as the float mask of SDPA with the causal mask folded in."""
+    import torch.nn.functional as F
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 7, 8, generator=gen) for _ in range(3))
+    causal = posenc.causal_mask(7)
+    for alibi in (posenc.alibi_bias(4, 7), posenc.ALiBiBias(4)(7)):
+        mask = alibi.masked_fill(~causal, float("-inf"))
+        got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        scores = (q @ k.transpose(-2, -1)) / 8**0.5 + alibi
+        want = scores.masked_fill(~causal, float("-inf")).softmax(-1) @ v
+        torch.testing.assert_close(got, want)
+    # the bias alone (without -inf) leaves the future visible: it is not a causal mask
+    leaky = F.scaled_dot_product_attention(q, k, v, attn_mask=posenc.alibi_bias(4, 7))
+    assert (leaky - got).abs().max() > 1e-2
+    # and through posenc.SelfAttention(causal=True), the module gives the same as the tensor
+    torch.manual_seed(0)
+    attn = posenc.SelfAttention(16, n_heads=4, causal=True)
+    x = torch.randn(2, 7, 16)
+    torch.testing.assert_close(attn(x, bias=posenc.ALiBiBias(4)), attn(x, bias=posenc.alibi_bias(4, 7)))
+
+
+def test_alibi_module_matches_function_and_follows_its_device():
+    for bidirectional in (False, True):
+        alibi = posenc.ALiBiBias(5, bidirectional=bidirectional)
+        assert torch.equal(alibi(4, 6), posenc.alibi_bias(5, 4, 6, bidirectional=bidirectional))
+        q = torch.randn(2, 5, 4, 8, dtype=torch.float64)
+        assert torch.equal(alibi.score_bias(q, 6), posenc.alibi_bias(5, 4, 6, bidirectional=bidirectional).double())
+        assert alibi(3, dtype=torch.bfloat16).dtype == torch.bfloat16
+    assert "slopes" not in alibi.state_dict()  # a non-persistent buffer
+    assert alibi.to("meta")(3).device.type == "meta"
+    with pytest.raises(ValueError, match="n_heads=5"):
+        posenc.ALiBiBias(5).score_bias(torch.randn(2, 4, 3, 8))
+
+
+def test_alibi_slopes_bit_exact_in_module_after_meta_init():
+    with torch.device("meta"):
+        alibi = posenc.ALiBiBias(12)
+    alibi.to_empty(device="cpu")
+    alibi.reset_parameters()
+    assert torch.equal(alibi.slopes, posenc.alibi_slopes(12))
+    assert torch.equal(alibi.slopes, torch.from_numpy(paper_slopes(12)).float())
+
+
+def test_t5_buckets_are_built_on_the_weights_device():
+    bias = posenc.T5RelativeBias(4, bidirectional=False).to("meta")
+    assert bias.buckets(3, 5).device.type == "meta"
+    assert bias(3, 5).device.type == "meta"
+    # on the CPU, the same as building the buckets from relative_positions
+    cpu = posenc.T5RelativeBias(4)
+    idx = posenc.t5_relative_bucket(relative_positions(3, 5))
+    assert torch.equal(cpu(3, 5), cpu.weight[idx].permute(2, 0, 1))
+    with pytest.raises(ValueError, match="q must be on the module's device"):
+        bias.score_bias(torch.randn(1, 4, 3, 8))
+    with pytest.raises(ValueError, match="n_heads=4"):
+        cpu.score_bias(torch.randn(1, 2, 3, 8))
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: posenc.T5RelativeBias(4, bidirectional=False, num_buckets=16, max_distance=40),
+        lambda: posenc.ShawRelativePosition(8, max_distance=5),
+        lambda: posenc.ALiBiBias(6, bidirectional=True),
+    ],
+)
+def test_reset_parameters_after_meta_init(factory):
+    torch.manual_seed(0)
+    fresh = factory()
+    with torch.device("meta"):
+        module = factory()
+    module.to_empty(device="cpu")
+    torch.manual_seed(0)
+    module.reset_parameters()
+    for a, b in zip((*fresh.parameters(), *fresh.buffers()), (*module.parameters(), *module.buffers())):
+        assert torch.equal(a, b)
+
+
+def test_shaw_refuses_integer_queries_and_other_devices():
+    shaw = posenc.ShawRelativePosition(4, max_distance=2)
+    with pytest.raises(TypeError, match="q must be a floating-point tensor"):
+        shaw(torch.ones(1, 3, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="q must be on the module's device"):
+        shaw(torch.ones(1, 3, 4, device="meta"))
+    with pytest.raises(ValueError, match="k_len must be >= q_len"):
+        shaw(torch.ones(1, 3, 4), 2)

@@ -27,8 +27,7 @@ BAD_INPUTS = [
     (torch.randn(4, 5), ValueError, "n_features=3"),  # wrong number of features
     (torch.tensor([[0.0, float("nan"), 1.0]]), ValueError, "NaN"),
     (torch.tensor([[0.0, float("inf"), 1.0]]), ValueError, "NaN or infinite"),
-    (torch.randn(3), ValueError, "2-D"),
-    (torch.randn(2, 3, 1), ValueError, "2-D"),
+    (torch.randn(2, 3, 1), ValueError, "2-D|n_features=3 columns"),  # PeriodicEmbedding takes (*, n_features)
     (torch.ones(2, 3, dtype=torch.long), TypeError, "floating-point"),
     (np.zeros((2, 3)), TypeError, "torch.Tensor"),
 ]
@@ -186,3 +185,98 @@ def test_bad_input_raises_clear_error(x, error, message):
     for module in _modules_on_three_features():
         with pytest.raises(error, match=message):
             module(x)
+
+
+def test_one_dimensional_input_is_refused_except_by_the_periodic_embedding():
+    for module in _modules_on_three_features():
+        if isinstance(module, PeriodicEmbedding):
+            assert module(torch.randn(3)).shape == (3, 4)
+        else:
+            with pytest.raises(ValueError, match="2-D|shape"):
+                module(torch.randn(3))
+
+
+# --- (*, n_features), sync-free checks, meta-device initialisation (issues 14 and 16) ---
+
+
+@pytest.mark.parametrize("shape", [(6,), (2, 6), (3, 2, 6), (2, 1, 2, 6)])
+def test_periodic_accepts_any_leading_dimensions_as_rtdl_does(shape):
+    rne = pytest.importorskip("rtdl_num_embeddings")
+    x = torch.randn(*shape)
+    for lite, shared in ((False, False), (True, None)):
+        ref = rne.PeriodicEmbeddings(6, 5, n_frequencies=4, frequency_init_scale=0.3, lite=lite)
+        ours = PeriodicEmbedding(6, 5, n_frequencies=4, sigma=0.3)
+        with torch.no_grad():
+            ours.frequencies.copy_(ref.periodic.weight)
+            if lite:  # rtdl's "lite" shares the linear layer only: compare the periodic part
+                torch.testing.assert_close(ours.periodic(x), ref.periodic(x), rtol=0, atol=0)
+                continue
+            ours.linear.weight.copy_(ref.linear.weight)
+            ours.linear.bias.copy_(ref.linear.bias)
+        assert ours(x).shape == (*shape, 5)
+        torch.testing.assert_close(ours.periodic(x), ref.periodic(x), rtol=0, atol=0)
+        # rtdl's per-feature linear layer takes exactly one batch dimension: flatten for it
+        flat = ref(x.reshape(-1, 6)).reshape(*shape[:-1], 6, 5)
+        torch.testing.assert_close(ours(x), flat)
+    shared = PeriodicEmbedding(6, 5, shared=True)
+    torch.testing.assert_close(shared(x).reshape(-1, 6, 5), shared(x.reshape(-1, 6)))
+
+
+def test_check_values_controls_the_finiteness_check():
+    nan = torch.tensor([[0.0, float("nan"), 1.0]])
+    for cls in (FeatureTokenizer, PeriodicEmbedding, SharedValueEmbedding):
+        with pytest.raises(ValueError, match="NaN"):
+            cls(3, 4)(nan)  # default: checked on the CPU in eager mode
+        assert cls(3, 4, check_values=False)(nan).isnan().any()  # never checked
+        with pytest.raises(TypeError, match="check_values"):
+            cls(3, 4, check_values=1)
+    ple = PiecewiseLinearEncoding([[0.0, 1.0]] * 3, check_values=False)
+    assert ple(nan).isnan().any()
+
+
+def test_tabular_embeddings_compile_without_graph_breaks():
+    """The default finiteness check is skipped while tracing: no data-dependent branch in the graph."""
+    torch._dynamo.reset()
+    x = torch.randn(4, 3)
+    for module in (FeatureTokenizer(3, 4), PeriodicEmbedding(3, 4, n_frequencies=2), SharedValueEmbedding(3, 4)):
+        compiled = torch.compile(module, fullgraph=True, backend="eager")
+        torch.testing.assert_close(compiled(x), module(x))
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: FeatureTokenizer(3, 4),
+        lambda: FeatureTokenizer(3, 4, cls=False, bias=False),
+        lambda: PeriodicEmbedding(3, 4, n_frequencies=5, sigma=0.4),
+        lambda: PeriodicEmbedding(3, 4, n_frequencies=5, shared=True),
+        lambda: PiecewiseLinearEncoding([[0.0, 1.0, 3.0], [-1.0, 1.0]]),
+        lambda: PiecewiseLinearEmbedding([[0.0, 1.0, 3.0], [-1.0, 1.0]], 4),
+        lambda: SharedValueEmbedding(3, 4),
+        lambda: ColumnEmbedding(3, 4, init_std=0.5),
+    ],
+)
+def test_reset_parameters_after_meta_init_equals_a_fresh_module(factory):
+    torch.manual_seed(0)
+    fresh = factory()
+    with torch.device("meta"):
+        module = factory()
+    module.to_empty(device="cpu")
+    torch.manual_seed(0)
+    module.reset_parameters()
+    fresh_tensors = (*fresh.parameters(), *fresh.buffers())
+    tensors = (*module.parameters(), *module.buffers())
+    assert len(tensors) == len(fresh_tensors)
+    for a, b in zip(fresh_tensors, tensors):
+        assert torch.equal(a, b)
+
+
+def test_tabular_modules_refuse_other_devices():
+    x = torch.zeros(2, 3, device="meta")
+    for module in _modules_on_three_features()[:-1]:
+        with pytest.raises(ValueError, match="x must be on the module's device"):
+            module(x)
+    with pytest.raises(ValueError, match="tokens must be on the module's device"):
+        ColumnEmbedding(3, 4)(torch.zeros(2, 3, 4, device="meta"))
+    with pytest.raises(TypeError, match="tokens must be a floating-point tensor"):
+        ColumnEmbedding(3, 4)(torch.zeros(2, 3, 4, dtype=torch.long))
