@@ -720,3 +720,341 @@ def test_degenerate_widths_are_refused(kind):
         with pytest.raises(ValueError, match="at least 4 rotated coordinates"):
             call()
     assert posenc.RotaryEmbedding(4, scaling=sc).inv_freq.shape == (2,)
+
+
+# ------------------------------------------------------------------- CUDA (skipped here)
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def _eager_only(monkeypatch):
+    monkeypatch.setattr(posenc.rotary, "_fused_applies", lambda *a: False)
+
+
+@cuda
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("shape_case", ["bhsd", "bshd", "positions_1d"])
+def test_fused_kernel_matches_the_eager_path(layout, dtype, shape_case, monkeypatch):
+    pytest.importorskip("triton")
+    assert posenc.rotary._fused_kernels() is not None
+    g = torch.Generator(device="cuda").manual_seed(0)
+    seq_dim = 1 if shape_case == "bshd" else -2
+    shape = (3, 37, 5, 64) if shape_case == "bshd" else (3, 5, 37, 64)
+    x = torch.randn(shape, device="cuda", generator=g).to(dtype)
+    pos = torch.randint(0, 100_000, (37,) if shape_case == "positions_1d" else (3, 37), device="cuda", generator=g)
+    rope = posenc.RotaryEmbedding(64, layout=layout, seq_dim=seq_dim, scaling={"type": "yarn", "factor": 4, "original_max_position_embeddings": 64}).cuda()
+    fused = rope(x, pos)
+    default = rope(x, offset=7)
+    cos, sin = rope.tables(pos)
+    fused_tables, _ = posenc.apply_rotary_tables(x, x, cos, sin, layout=layout, seq_dim=seq_dim)
+    _eager_only(monkeypatch)
+    eager, eager_default = rope(x, pos), rope(x, offset=7)
+    assert fused.dtype == dtype and torch.equal(fused, fused_tables)
+    # both rotate in float32; they may differ by the rounding of the float32 arithmetic,
+    # which after the cast to 16 bits is at most one unit in the last place
+    ulp = {torch.bfloat16: 2.0**-7, torch.float16: 2.0**-10, torch.float32: 2.0**-22}[dtype]
+    for a, b in ((fused, eager), (default, eager_default)):
+        diff = (a.float() - b.float()).abs()
+        assert bool((diff <= ulp * b.float().abs().clamp_min(1e-3) + 1e-6).all()), float(diff.max())
+
+
+@cuda
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+def test_fused_kernel_gradients(layout, monkeypatch):
+    pytest.importorskip("triton")
+    rope = posenc.RotaryEmbedding(32, layout=layout).cuda()
+    x = torch.randn(2, 3, 9, 32, device="cuda", requires_grad=True)
+    pos = torch.arange(9, device="cuda") * 100
+    g = torch.randn(2, 3, 9, 32, device="cuda")
+    (rope(x, pos) * g).sum().backward()
+    fused_grad = x.grad.clone()
+    x.grad = None
+    _eager_only(monkeypatch)
+    (rope(x, pos) * g).sum().backward()
+    torch.testing.assert_close(fused_grad, x.grad, rtol=1e-5, atol=1e-5)
+
+
+@cuda
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+def test_cuda_graph_capture_with_position_ids(layout):
+    """Capture fails on any host-device synchronisation: the call with position ids has none."""
+    rope = posenc.RotaryEmbedding(64, layout=layout, scaling={"rope_type": "dynamic", "factor": 2}, max_position_embeddings=64).cuda()
+    x = torch.randn(2, 4, 16, 64, device="cuda", dtype=torch.bfloat16)
+    pos = torch.arange(16, device="cuda").expand(2, 16).contiguous()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up outside the capture, as CUDA graphs require
+        rope(x, pos)
+        cos, sin = rope.tables(pos)
+        posenc.apply_rotary_tables(x, x, cos, sin, layout=layout)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = rope(x, pos)
+        cos, sin = rope.tables(pos)
+        out_tables, _ = posenc.apply_rotary_tables(x, x, cos, sin, layout=layout)
+    pos.add_(500)  # new position ids in place, replayed without Python
+    graph.replay()
+    torch.cuda.synchronize()
+    expected = rope(x, pos)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    torch.testing.assert_close(out_tables, expected, rtol=0, atol=0)
+
+
+@cuda
+def test_debug_checks_positions_on_the_gpu():
+    x = torch.randn(1, 3, 8, device="cuda")
+    bad = torch.tensor([0.0, float("nan"), 1.0], device="cuda")
+    assert posenc.RotaryEmbedding(8).cuda()(x, bad).shape == x.shape  # no check, no sync
+    with pytest.raises(ValueError, match="finite"):
+        posenc.RotaryEmbedding(8, debug=True).cuda()(x, bad)
+    with pytest.raises(ValueError, match="positions are on cpu"):
+        posenc.RotaryEmbedding(8).cuda()(x, bad.cpu())
+
+
+# --------------------------------------------------------------------------- bad input
+
+_X = torch.randn(2, 3, 5, 8)
+_ROPE = posenc.RotaryEmbedding(8)
+_COS, _SIN = _ROPE.tables(torch.arange(5))
+_META = torch.device("meta")
+
+
+def _bad(kind, name, call, exc, match):
+    return pytest.param(kind, call, exc, match, id=f"{kind}-{name}")
+
+
+# (kind, what, call, exception, a regex naming the argument)
+BAD_INPUTS = [
+    # wrong types
+    _bad("type", "head_dim-str", lambda: posenc.RotaryEmbedding("64"), TypeError, "head_dim"),
+    _bad("type", "head_dim-float", lambda: posenc.RotaryEmbedding(64.0), TypeError, "head_dim"),
+    _bad("type", "head_dim-bool", lambda: posenc.RotaryEmbedding(True), TypeError, "head_dim"),
+    _bad("type", "base-str", lambda: posenc.RotaryEmbedding(8, base="1e4"), TypeError, "base"),
+    _bad("type", "x-numpy", lambda: _ROPE(np.zeros((2, 8))), TypeError, "x must be a torch.Tensor"),
+    _bad("type", "x-list", lambda: posenc.apply_rotary([[0.0] * 8], [0]), TypeError, "x must be a torch.Tensor"),
+    _bad("type", "positions-scalar", lambda: posenc.apply_rotary(_X, 3), TypeError, "positions"),
+    _bad("type", "positions-str", lambda: posenc.apply_rotary(_X, "abcde"), TypeError, "positions"),
+    _bad("type", "positions-strings", lambda: posenc.apply_rotary(_X, ["a"] * 5), TypeError, "positions"),
+    _bad("type", "positions-ragged", lambda: posenc.apply_rotary(_X, [[0, 1], [2]]), TypeError, "positions"),
+    _bad("type", "positions-none", lambda: posenc.apply_rotary(_X, None), TypeError, "positions"),
+    _bad("type", "positions-dict", lambda: _ROPE(_X, {0: 1}), TypeError, "positions"),
+    _bad("type", "scaling-str", lambda: posenc.RotaryEmbedding(8, scaling="linear"), TypeError, "scaling"),
+    _bad("type", "factor-str", lambda: posenc.RotaryEmbedding(8, scaling={"type": "linear", "factor": "2"}), TypeError, "factor"),
+    _bad("type", "rope_theta-str", lambda: posenc.RotaryEmbedding(8, scaling={"rope_type": "default", "rope_theta": "x"}), TypeError, "rope_theta"),
+    _bad("type", "truncate-str", lambda: posenc.normalize_scaling({"type": "yarn", "factor": 2, "original_max_position_embeddings": 8, "truncate": "yes"}), TypeError, "truncate"),
+    _bad("type", "original-float", lambda: posenc.normalize_scaling({"type": "yarn", "factor": 2, "original_max_position_embeddings": 8.5}), TypeError, "original_max_position_embeddings"),
+    _bad("type", "rotary_dim-float", lambda: posenc.RotaryEmbedding(8, rotary_dim=4.0), TypeError, "rotary_dim"),
+    _bad("type", "partial-str", lambda: posenc.RotaryEmbedding(8, partial_rotary_factor="0.5"), TypeError, "partial_rotary_factor"),
+    _bad("type", "seq_dim-float", lambda: posenc.RotaryEmbedding(8, seq_dim=1.0), TypeError, "seq_dim"),
+    _bad("type", "seq_dim-bool", lambda: posenc.apply_rotary(_X, torch.arange(5), seq_dim=True), TypeError, "seq_dim"),
+    _bad("type", "debug-int", lambda: posenc.RotaryEmbedding(8, debug=1), TypeError, "debug"),
+    _bad("type", "offset-float", lambda: _ROPE(_X, offset=1.5), TypeError, "offset"),
+    _bad("type", "max_len-str", lambda: posenc.RotaryEmbedding(8, max_len="2048"), TypeError, "max_len"),
+    _bad("type", "max_position_embeddings-float", lambda: posenc.RotaryEmbedding(8, max_position_embeddings=4096.0), TypeError, "max_position_embeddings"),
+    _bad("type", "seq_len-float", lambda: posenc.rotary_frequencies(8, seq_len=3.5), TypeError, "seq_len"),
+    _bad("type", "n_heads-float", lambda: posenc.rotary_permutation(8, 2.0), TypeError, "n_heads"),
+    _bad("type", "cos-numpy", lambda: posenc.apply_rotary_tables(_X, _X, _COS.numpy(), _SIN), TypeError, "cos"),
+    _bad("type", "k-none", lambda: posenc.apply_rotary_tables(_X, None, _COS, _SIN), TypeError, "k must be a torch.Tensor"),
+    _bad("type", "tables-device-int", lambda: _ROPE.tables(seq_len=3, device=3.5), TypeError, "device"),
+    _bad("type", "tables-seq_len-str", lambda: _ROPE.tables(seq_len="3"), TypeError, "seq_len"),
+    # sizes and values out of range
+    _bad("size", "head_dim-0", lambda: posenc.RotaryEmbedding(0), ValueError, "head_dim"),
+    _bad("size", "head_dim-1", lambda: posenc.RotaryEmbedding(1), ValueError, "head_dim"),
+    _bad("size", "head_dim-odd", lambda: posenc.RotaryEmbedding(7), ValueError, "head_dim"),
+    _bad("size", "head_dim-huge", lambda: posenc.RotaryEmbedding(1 << 40), ValueError, "head_dim"),
+    _bad("size", "head_dim-huge-frequencies", lambda: posenc.rotary_frequencies(10**12), ValueError, "head_dim"),
+    _bad("size", "x-odd-width", lambda: posenc.apply_rotary(torch.randn(2, 7), torch.arange(2)), ValueError, "head_dim"),
+    _bad("size", "rotary_dim-0", lambda: posenc.RotaryEmbedding(8, rotary_dim=0), ValueError, "rotary_dim"),
+    _bad("size", "rotary_dim-odd", lambda: posenc.RotaryEmbedding(8, rotary_dim=5), ValueError, "rotary_dim"),
+    _bad("size", "rotary_dim-too-wide", lambda: posenc.RotaryEmbedding(8, rotary_dim=10), ValueError, "rotary_dim"),
+    _bad("size", "partial-0", lambda: posenc.RotaryEmbedding(8, partial_rotary_factor=0), ValueError, "partial_rotary_factor"),
+    _bad("size", "partial-above-1", lambda: posenc.RotaryEmbedding(8, partial_rotary_factor=1.5), ValueError, "partial_rotary_factor"),
+    _bad("size", "partial-odd-width", lambda: posenc.RotaryEmbedding(10, partial_rotary_factor=0.3), ValueError, "partial_rotary_factor"),
+    _bad("size", "partial-disagrees", lambda: posenc.RotaryEmbedding(8, rotary_dim=4, partial_rotary_factor=0.25), ValueError, "rotary_dim"),
+    _bad("size", "partial-arg-vs-dict", lambda: posenc.RotaryEmbedding(8, partial_rotary_factor=0.5, scaling={"rope_type": "default", "partial_rotary_factor": 0.25}), ValueError, "partial_rotary_factor"),
+    _bad("size", "base-0", lambda: posenc.RotaryEmbedding(8, base=0), ValueError, "base"),
+    _bad("size", "base-1", lambda: posenc.RotaryEmbedding(8, base=1.0), ValueError, "base"),
+    _bad("size", "base-negative", lambda: posenc.apply_rotary(_X, torch.arange(5), base=-10.0), ValueError, "base"),
+    _bad("size", "max_len-negative", lambda: posenc.RotaryEmbedding(8, max_len=-1), ValueError, "max_len"),
+    _bad("size", "max_len-above-cache", lambda: posenc.RotaryEmbedding(8, max_len=64, max_cache_len=32), ValueError, "max_len"),
+    _bad("size", "max_cache_len-huge", lambda: posenc.RotaryEmbedding(128, max_cache_len=1 << 30), ValueError, "max_cache_len"),
+    _bad("size", "offset-negative", lambda: _ROPE(_X, offset=-1), ValueError, "offset"),
+    _bad("size", "factor-0", lambda: posenc.RotaryEmbedding(8, scaling={"type": "linear", "factor": 0}), ValueError, "factor"),
+    _bad("size", "factor-below-1", lambda: posenc.RotaryEmbedding(8, scaling={"type": "ntk", "factor": 0.5}), ValueError, "factor"),
+    _bad("size", "llama3-high-below-low", lambda: posenc.normalize_scaling({"type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1, "original_max_position_embeddings": 64}), ValueError, "high_freq_factor"),
+    _bad("size", "original-0", lambda: posenc.normalize_scaling({"type": "dynamic", "factor": 2, "original_max_position_embeddings": 0}), ValueError, "original_max_position_embeddings"),
+    _bad("size", "max_position_embeddings-0", lambda: posenc.normalize_scaling(None, max_position_embeddings=0), ValueError, "max_position_embeddings"),
+    _bad("size", "seq_len-0", lambda: posenc.rotary_frequencies(8, seq_len=0), ValueError, "seq_len"),
+    _bad("size", "tables-seq_len-negative", lambda: _ROPE.tables(seq_len=-1), ValueError, "seq_len"),
+    _bad("size", "n_heads-0", lambda: posenc.rotary_permutation(8, 0), ValueError, "n_heads"),
+    _bad("size", "n_heads-huge", lambda: posenc.rotary_permutation(8, 1 << 40), ValueError, "n_heads"),
+    _bad("size", "x-width-differs", lambda: _ROPE(torch.zeros(2, 6)), ValueError, r"\(\.\.\., seq, 8\)"),
+    _bad("size", "q-narrower-than-tables", lambda: posenc.apply_rotary_tables(_X[..., :4], _X, _COS, _SIN), ValueError, "q has head_dim 4"),
+    # NaN and infinity
+    _bad("nan", "positions-nan-list", lambda: posenc.apply_rotary(_X, [0, 1, float("nan"), 3, 4]), ValueError, "positions must be finite"),
+    _bad("nan", "positions-inf-tensor", lambda: _ROPE(_X, torch.tensor([0, 1, float("inf"), 3, 4])), ValueError, "positions must be finite"),
+    _bad("nan", "positions-neg-inf-2d", lambda: _ROPE(_X, torch.full((2, 5), -float("inf"))), ValueError, "positions must be finite"),
+    _bad("nan", "positions-nan-tables", lambda: _ROPE.tables(np.array([0.0, np.nan])), ValueError, "positions must be finite"),
+    _bad("nan", "positions-nan-float32", lambda: _ROPE(_X, torch.tensor([0, 1, 2, 3, float("nan")], dtype=torch.float32)), ValueError, "positions must be finite"),
+    _bad("nan", "base-nan", lambda: posenc.RotaryEmbedding(8, base=float("nan")), ValueError, "base"),
+    _bad("nan", "base-inf", lambda: posenc.rotary_frequencies(8, base=float("inf")), ValueError, "base"),
+    _bad("nan", "factor-nan", lambda: posenc.RotaryEmbedding(8, scaling={"type": "linear", "factor": float("nan")}), ValueError, "factor"),
+    _bad("nan", "factor-inf", lambda: posenc.RotaryEmbedding(8, scaling={"type": "yarn", "factor": float("inf"), "original_max_position_embeddings": 8}), ValueError, "factor"),
+    _bad("nan", "partial-nan", lambda: posenc.RotaryEmbedding(8, partial_rotary_factor=float("nan")), ValueError, "partial_rotary_factor"),
+    # rank and shape
+    _bad("rank", "x-1d", lambda: _ROPE(torch.zeros(8)), ValueError, "x must have shape"),
+    _bad("rank", "x-0d", lambda: posenc.apply_rotary(torch.tensor(1.0), [0]), ValueError, "x must have shape"),
+    _bad("rank", "positions-3d", lambda: _ROPE(_X, torch.zeros(2, 3, 5, dtype=torch.long)), ValueError, "positions"),
+    _bad("rank", "positions-0d-tensor", lambda: _ROPE(_X, torch.tensor(3)), ValueError, "positions"),
+    _bad("rank", "positions-length", lambda: _ROPE(_X, torch.arange(4)), ValueError, "positions"),
+    _bad("rank", "positions-batch", lambda: _ROPE(_X, torch.zeros(3, 5, dtype=torch.long)), ValueError, "positions"),
+    _bad("rank", "positions-2d-for-2d-x", lambda: posenc.apply_rotary(torch.randn(5, 8), torch.zeros(1, 5, dtype=torch.long)), ValueError, "positions"),
+    _bad("rank", "seq_dim-last", lambda: posenc.RotaryEmbedding(8, seq_dim=-1), ValueError, "seq_dim"),
+    _bad("rank", "seq_dim-out-of-range", lambda: posenc.RotaryEmbedding(8, seq_dim=3)(_X), ValueError, "seq_dim"),
+    _bad("rank", "seq_dim-too-negative", lambda: posenc.apply_rotary(_X, torch.arange(2), seq_dim=-5), ValueError, "seq_dim"),
+    _bad("rank", "seq_dim-0-with-batched-positions", lambda: posenc.apply_rotary(_X, torch.zeros(2, 2, dtype=torch.long), seq_dim=0), ValueError, "positions"),
+    _bad("rank", "cos-1d", lambda: posenc.apply_rotary_tables(_X, _X, _COS[0], _SIN[0]), ValueError, "cos must have shape"),
+    _bad("rank", "cos-sin-differ", lambda: posenc.apply_rotary_tables(_X, _X, _COS, _SIN[:4]), ValueError, "cos and sin"),
+    _bad("rank", "tables-seq-mismatch", lambda: posenc.apply_rotary_tables(_X[:, :, :4], _X[:, :, :4], _COS, _SIN), ValueError, "do not fit q"),
+    _bad("rank", "tables-batch-mismatch", lambda: posenc.apply_rotary_tables(_X, _X, _COS.expand(3, 5, 4), _SIN.expand(3, 5, 4)), ValueError, "do not fit q"),
+    # dtypes
+    _bad("dtype", "x-int", lambda: _ROPE(torch.zeros(2, 8, dtype=torch.long)), TypeError, "x must be a floating-point"),
+    _bad("dtype", "x-bool", lambda: posenc.apply_rotary(torch.zeros(2, 8, dtype=torch.bool), [0, 1]), TypeError, "x must be a floating-point"),
+    _bad("dtype", "x-complex", lambda: posenc.apply_rotary(torch.zeros(2, 8, dtype=torch.complex64), [0, 1]), TypeError, "x must be a floating-point"),
+    _bad("dtype", "k-int", lambda: posenc.apply_rotary_tables(_X, _X.long(), _COS, _SIN), TypeError, "k must be a floating-point"),
+    _bad("dtype", "positions-bool", lambda: _ROPE(_X, torch.arange(5).bool()), TypeError, "positions"),
+    _bad("dtype", "positions-bfloat16", lambda: _ROPE(_X, torch.arange(5).bfloat16()), TypeError, "positions"),
+    _bad("dtype", "positions-float16", lambda: _ROPE(_X, torch.arange(5).half()), TypeError, "positions"),
+    _bad("dtype", "positions-complex", lambda: _ROPE(_X, torch.zeros(5, dtype=torch.complex64)), TypeError, "positions"),
+    _bad("dtype", "positions-numpy-float16", lambda: posenc.apply_rotary(_X, np.arange(5, dtype=np.float16)), TypeError, "positions"),
+    _bad("dtype", "positions-numpy-object", lambda: posenc.apply_rotary(_X, np.array([0, 1, 2, 3, None], dtype=object)), TypeError, "positions"),
+    _bad("dtype", "positions-numpy-bool", lambda: posenc.apply_rotary(_X, np.ones(5, dtype=bool)), TypeError, "positions"),
+    _bad("dtype", "cos-bfloat16", lambda: posenc.apply_rotary_tables(_X, _X, _COS.bfloat16(), _SIN.bfloat16()), TypeError, "cos must be float32 or float64"),
+    _bad("dtype", "cos-int", lambda: posenc.apply_rotary_tables(_X, _X, _COS.long(), _SIN), TypeError, "cos must be float32 or float64"),
+    _bad("dtype", "cos-sin-dtypes-differ", lambda: posenc.apply_rotary_tables(_X, _X, _COS, _SIN.double()), ValueError, "cos and sin"),
+    _bad("dtype", "tables-dtype-bf16", lambda: _ROPE.tables(seq_len=3, dtype=torch.bfloat16), TypeError, "dtype"),
+    _bad("dtype", "tables-dtype-int", lambda: _ROPE.tables(seq_len=3, dtype=torch.int64), TypeError, "dtype"),
+    # devices
+    _bad("device", "positions-on-another-device", lambda: _ROPE(_X, torch.arange(5, device=_META)), ValueError, "positions are on meta"),
+    _bad("device", "apply-positions-on-another-device", lambda: posenc.apply_rotary(_X, torch.arange(5, device=_META)), ValueError, "positions are on meta"),
+    _bad("device", "tables-on-another-device", lambda: posenc.apply_rotary_tables(_X, _X, _COS.to(_META), _SIN.to(_META)), ValueError, "q is on cpu"),
+    _bad("device", "cos-sin-devices-differ", lambda: posenc.apply_rotary_tables(_X, _X, _COS, _SIN.to(_META)), ValueError, "cos and sin"),
+    _bad("device", "tables-device-vs-positions", lambda: _ROPE.tables(torch.arange(3, device=_META), device="cpu"), ValueError, "positions are on meta"),
+    _bad("device", "tables-unknown-device", lambda: _ROPE.tables(seq_len=3, device="gpu7"), TypeError, "device"),
+    # unknown or conflicting options
+    _bad("option", "layout-neox", lambda: posenc.RotaryEmbedding(8, layout="neox"), ValueError, "layout.*'half', 'interleaved'"),
+    _bad("option", "layout-none", lambda: posenc.apply_rotary(_X, torch.arange(5), layout=None), ValueError, "layout"),
+    _bad("option", "layout-tables", lambda: posenc.apply_rotary_tables(_X, _X, _COS, _SIN, layout="complex"), ValueError, "layout"),
+    _bad("option", "scaling-type-unknown", lambda: posenc.RotaryEmbedding(8, scaling={"type": "longrope", "factor": 2}), ValueError, r"scaling\['type'\].*'linear'"),
+    _bad("option", "scaling-type-missing", lambda: posenc.RotaryEmbedding(8, scaling={"factor": 2}), ValueError, r"scaling\['type'\]"),
+    _bad("option", "scaling-types-differ", lambda: posenc.normalize_scaling({"type": "linear", "rope_type": "ntk", "factor": 2}), ValueError, "rope_type"),
+    _bad("option", "scaling-key-missing", lambda: posenc.RotaryEmbedding(8, scaling={"type": "yarn", "factor": 2}), ValueError, "needs the key"),
+    _bad("option", "scaling-key-unknown", lambda: posenc.RotaryEmbedding(8, scaling={"type": "linear", "factor": 2, "beta_fast": 3}), ValueError, "does not take"),
+    _bad("option", "default-key-unknown", lambda: posenc.normalize_scaling({"rope_type": "default", "factor": 2}), ValueError, "does not take factor"),
+    _bad("option", "rope_theta-differs", lambda: posenc.RotaryEmbedding(8, scaling={"rope_type": "linear", "factor": 2, "rope_theta": 5e5}), ValueError, "rope_theta"),
+    _bad("option", "hf-dynamic-without-length", lambda: posenc.RotaryEmbedding(8, scaling={"rope_type": "dynamic", "factor": 2}), ValueError, "max_position_embeddings"),
+    _bad("option", "positions-and-offset", lambda: _ROPE(_X, torch.arange(5), offset=2), ValueError, "either positions or offset"),
+    _bad("option", "tables-positions-and-seq_len", lambda: _ROPE.tables(torch.arange(3), seq_len=3), ValueError, "either positions or seq_len"),
+    _bad("option", "tables-nothing", lambda: _ROPE.tables(), ValueError, "seq_len"),
+    _bad("option", "tables-positions-and-offset", lambda: _ROPE.tables(torch.arange(3), offset=1), ValueError, "either positions or offset"),
+    # degenerate sizes
+    _bad("degenerate", "ntk-width-2", lambda: posenc.RotaryEmbedding(2, scaling={"type": "ntk", "factor": 2}), ValueError, "at least 4"),
+    _bad("degenerate", "dynamic-width-2", lambda: posenc.rotary_frequencies(2, scaling={"type": "dynamic", "factor": 2, "original_max_position_embeddings": 8}), ValueError, "at least 4"),
+    _bad("degenerate", "ntk-partial-width-2", lambda: posenc.RotaryEmbedding(8, rotary_dim=2, scaling={"type": "ntk", "factor": 2}), ValueError, "at least 4"),
+]
+
+
+@pytest.mark.parametrize(("kind", "call", "exc", "match"), BAD_INPUTS)
+def test_bad_input_is_refused_with_an_error_naming_the_argument(kind, call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_bad_input_cases_cover_every_kind():
+    counts: dict[str, int] = {}
+    for case in BAD_INPUTS:
+        counts[case.values[0]] = counts.get(case.values[0], 0) + 1
+    assert set(counts) == {"type", "size", "nan", "rank", "dtype", "device", "option", "degenerate"}
+    assert all(n >= 3 for n in counts.values()), counts
+
+
+_NON_INTEGERS = st.one_of(
+    st.floats(allow_nan=True), st.text(max_size=3), st.none(), st.booleans(), st.lists(st.integers(), max_size=2)
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=_NON_INTEGERS, arg=st.sampled_from(["head_dim", "rotary_dim", "max_len", "seq_dim", "offset"]))
+def test_generated_non_integer_arguments_are_type_errors(value, arg):
+    if arg == "head_dim":
+        call = lambda: posenc.RotaryEmbedding(value)  # noqa: E731
+    elif arg == "offset":
+        call = lambda: _ROPE(_X, offset=value)  # noqa: E731
+    else:
+        call = lambda: posenc.RotaryEmbedding(8, **{arg: value})  # noqa: E731
+    if arg == "rotary_dim" and value is None:
+        return  # rotary_dim=None is the default: rotate every coordinate
+    with pytest.raises(TypeError, match=arg):
+        call()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    head_dim=st.integers(-10, 40),
+    rotary_dim=st.one_of(st.none(), st.integers(-4, 48)),
+)
+def test_generated_sizes_are_accepted_exactly_when_valid(head_dim, rotary_dim):
+    width = head_dim if rotary_dim is None else rotary_dim
+    valid = head_dim >= 2 and 2 <= width <= head_dim and width % 2 == 0
+    if valid:
+        rope = posenc.RotaryEmbedding(head_dim, rotary_dim=rotary_dim)
+        assert rope.rotary_dim == width and rope(torch.randn(3, head_dim)).shape == (3, head_dim)
+    else:
+        with pytest.raises(ValueError, match="head_dim|rotary_dim"):
+            posenc.RotaryEmbedding(head_dim, rotary_dim=rotary_dim)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seq=st.integers(1, 6),
+    wrong=st.integers(0, 8),
+    batch=st.integers(1, 3),
+    bad_value=st.sampled_from([float("nan"), float("inf"), -float("inf")]),
+    where=st.integers(0, 5),
+    batched=st.booleans(),
+)
+def test_generated_bad_positions(seq, wrong, batch, bad_value, where, batched):
+    x = torch.randn(batch, 2, seq, 8)
+    rope = posenc.RotaryEmbedding(8)
+    if wrong != seq:
+        shape = (batch, wrong) if batched else (wrong,)
+        with pytest.raises(ValueError, match="positions must have shape"):
+            rope(x, torch.zeros(shape, dtype=torch.long))
+    pos = torch.arange(seq, dtype=torch.float64).expand(batch, seq).clone() if batched else torch.arange(seq, dtype=torch.float64)
+    pos.view(-1)[where % pos.numel()] = bad_value
+    with pytest.raises(ValueError, match="positions must be finite"):
+        rope(x, pos)
+    with pytest.raises(ValueError, match="positions must be finite"):
+        posenc.apply_rotary(x, pos)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    layout=st.text(max_size=12).filter(lambda s: s not in ROTARY_LAYOUTS),
+    seq_dim=st.integers(-12, 12),
+    ndim=st.integers(2, 5),
+    dtype=st.sampled_from([torch.int8, torch.int32, torch.int64, torch.uint8, torch.bool]),
+)
+def test_generated_bad_options_axes_and_dtypes(layout, seq_dim, ndim, dtype):
+    with pytest.raises(ValueError, match="layout"):
+        posenc.RotaryEmbedding(8, layout=layout)
+    x = torch.randn(*([2] * (ndim - 1)), 8)
+    if not (-ndim <= seq_dim <= ndim - 2) or seq_dim == -1:
+        with pytest.raises(ValueError, match="seq_dim"):
+            posenc.apply_rotary(x, torch.arange(2), seq_dim=seq_dim)
+    else:
+        assert posenc.apply_rotary(x, torch.arange(2), seq_dim=seq_dim).shape == x.shape
+    with pytest.raises(TypeError, match="floating-point"):
+        posenc.RotaryEmbedding(8)(x.to(dtype))

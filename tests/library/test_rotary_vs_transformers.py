@@ -2,14 +2,15 @@
 
 * Half layout: identical (within float32 rounding of the angles) to Hugging Face's
   ``LlamaRotaryEmbedding`` + ``apply_rotary_pos_emb``, plain and with the scalings
-  transformers implements (linear, dynamic, yarn, llama3).
+  transformers implements (linear, dynamic, yarn, llama3); a Hugging Face dynamic dict
+  taken as is with the model's ``max_position_embeddings``.
 * Interleaved layout: identical to the complex-number formulation of Meta's Llama
   reference code (re-stated independently below: ``torch.polar`` + ``view_as_complex``
   on pairs ``(2j, 2j+1)``).
-* Properties: scores depend on m - n only, norms are preserved, the weight permutation
-  makes the two layouts agree; angles never formed in 16-bit floats.
-"""
-
+* Partial rotary: identical to GPT-NeoX's rotary (``partial_rotary_factor`` 0.25), down
+  to its attention layer recomputed with posenc's tables on ``(batch, seq, heads,
+  head_dim)`` tensors; the scalings' frequencies for a partial width as transformers
+  computes them.
 from __future__ import annotations
 
 import numpy as np
@@ -219,3 +220,97 @@ def test_half_kernel_is_the_three_plain_passes_and_matches_rotate_half(contiguou
     assert torch.equal(fast, plain)
     hf = x * torch.cat([cos, cos], -1) + llama.rotate_half(x) * torch.cat([sin, sin], -1)
     torch.testing.assert_close(fast, hf)
+
+
+# ------------------------------------------------------------- models' configurations
+
+
+def test_hf_dynamic_dict_as_is_with_the_models_maximum_length():
+    """The dict transformers stores ({"rope_type": "dynamic", "factor": 2}) plus the config's
+    max_position_embeddings: the same rotation for a batch whose longest row exceeds it."""
+    torch.manual_seed(3)
+    x = torch.randn(2, 2, 200, HEAD_DIM)
+    position_ids = torch.stack([torch.arange(200), torch.arange(200) + 57])  # up to 256 > 128
+    ref = hf_rotate(x, position_ids, "dynamic")
+    rope = posenc.RotaryEmbedding(
+        HEAD_DIM, scaling=dict(hf_config("dynamic").rope_parameters), max_position_embeddings=MAX_POSITION_EMBEDDINGS
+    )
+    torch.testing.assert_close(rope(x, position_ids), ref, rtol=1e-5, atol=angle_tolerance(position_ids, x))
+    cos, sin = rope.tables(position_ids)
+    q, _ = posenc.apply_rotary_tables(x, x, cos, sin)
+    torch.testing.assert_close(q, rope(x, position_ids), rtol=0, atol=0)
+
+
+gpt_neox = pytest.importorskip("transformers.models.gpt_neox.modeling_gpt_neox")
+
+
+def neox_config() -> object:
+    """A GPT-NeoX-style configuration: 4 heads of 64, a quarter of each head rotated."""
+    from transformers import GPTNeoXConfig
+
+    cfg = GPTNeoXConfig(
+        hidden_size=256, num_attention_heads=4, rotary_pct=0.25, max_position_embeddings=512, attention_bias=True
+    )
+    cfg._attn_implementation = "eager"
+    return cfg
+
+
+def test_partial_rotary_matches_gpt_neox():
+    torch.manual_seed(4)
+    cfg = neox_config()
+    assert cfg.rope_parameters["partial_rotary_factor"] == 0.25
+    x = torch.randn(2, 4, 50, 64)
+    position_ids = torch.stack([torch.arange(50), torch.arange(50) + 300])
+    cos, sin = gpt_neox.GPTNeoXRotaryEmbedding(cfg)(x, position_ids)  # (2, 50, 16): the rotated width
+    ref, _ = gpt_neox.apply_rotary_pos_emb(x, x, cos, sin)
+    ref_freq, _ = gpt_neox.GPTNeoXRotaryEmbedding.compute_default_rope_parameters(cfg)
+    np.testing.assert_allclose(
+        posenc.rotary_frequencies(64, scaling=dict(cfg.rope_parameters)), ref_freq.double().numpy(), rtol=2e-6
+    )
+    tol = angle_tolerance(position_ids, x)
+    for rope in (
+        posenc.RotaryEmbedding(64, scaling=dict(cfg.rope_parameters)),  # the config's dict as is
+        posenc.RotaryEmbedding(64, partial_rotary_factor=cfg.rope_parameters["partial_rotary_factor"]),
+        posenc.RotaryEmbedding(64, rotary_dim=16),
+    ):
+        assert rope.rotary_dim == 16
+        torch.testing.assert_close(rope(x, position_ids), ref, rtol=1e-5, atol=tol)
+        assert torch.equal(rope(x, position_ids)[..., 16:], x[..., 16:])
+
+
+def test_gpt_neox_attention_layer_with_posenc_tables_on_batch_seq_heads_tensors():
+    """GPT-NeoX's attention layer, recomputed with its weights, posenc's tables applied to
+    (batch, seq, heads, head_dim) tensors (seq_dim=1) and torch's attention."""
+    torch.manual_seed(5)
+    cfg = neox_config()
+    attn = gpt_neox.GPTNeoXAttention(cfg, layer_idx=0).eval()
+    hidden = torch.randn(2, 50, 256)
+    position_ids = torch.stack([torch.arange(50), torch.arange(50) + 7])
+    with torch.no_grad():
+        ref, _ = attn(hidden, attention_mask=None, position_embeddings=gpt_neox.GPTNeoXRotaryEmbedding(cfg)(hidden, position_ids))
+        q, k, v = attn.query_key_value(hidden).view(2, 50, 4, 3 * 64).chunk(3, dim=-1)  # (batch, seq, heads, hd)
+        rope = posenc.RotaryEmbedding(64, scaling=dict(cfg.rope_parameters), seq_dim=1)
+        cos, sin = rope.tables(position_ids)
+        q, k = posenc.apply_rotary_tables(q, k, cos, sin, seq_dim=1)
+        out = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        ours = attn.dense(out.transpose(1, 2).reshape(2, 50, 256))
+    torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["yarn", "llama3_small", "linear", "dynamic"])
+def test_partial_rotary_frequencies_of_scalings_match_transformers(name):
+    """transformers computes every scaling for the rotated width int(head_dim * factor)."""
+    params = {"rope_theta": 10000.0, **HF_SCALINGS[name], "partial_rotary_factor": 0.5}
+    cfg = LlamaConfig(
+        hidden_size=HEAD_DIM * 2,
+        num_attention_heads=2,
+        head_dim=HEAD_DIM,
+        max_position_embeddings=MAX_POSITION_EMBEDDINGS,
+        rope_parameters=params,
+    )
+    ref, ref_factor = rope_utils.ROPE_INIT_FUNCTIONS[params["rope_type"]](cfg, "cpu", seq_len=300)
+    ours = posenc.rotary_frequencies(HEAD_DIM, scaling=params, seq_len=300, max_position_embeddings=MAX_POSITION_EMBEDDINGS)
+    assert ours.shape == (HEAD_DIM // 4,)
+    np.testing.assert_allclose(ours, ref.double().numpy(), rtol=2e-6)
+    rope = posenc.RotaryEmbedding(HEAD_DIM, scaling=params, max_position_embeddings=MAX_POSITION_EMBEDDINGS)
+    assert rope.rotary_dim == HEAD_DIM // 2 and rope.attention_factor == pytest.approx(ref_factor, rel=1e-12)
