@@ -172,3 +172,98 @@ def test_fit_regressor_is_deterministic():
     assert r3 == r1 and isinstance(model, TabularTransformer) and not model.training
     results, models = book.run_seeds({"t": make}, data, [1], metric=None, steps=20, keep_models=True)
     assert results["t"]["test_r2"][0] == r1["test_r2"] and len(models["t"]) == 1
+
+
+def test_tables_are_float64_and_models_follow_them():
+    data = book.high_frequency_task(32, 16, seed=0)
+    assert data.x_train.dtype == torch.float64 and data.y_test.dtype == torch.float64
+    _, model = book.fit_regressor(lambda: book.make_mlp(4), data, steps=2, return_model=True)
+    assert next(model.parameters()).dtype == torch.float64
+
+
+@pytest.mark.parametrize("shape", ["sine", "chirp", "step"])
+def test_high_frequency_shapes(shape):
+    data = book.high_frequency_task(64, 64, shape=shape, noise=0.0, seed=3)
+    assert data.n_features == 4 and data.x_train.shape == (64, 4)
+    assert torch.isfinite(data.y_train).all()
+
+
+def test_high_frequency_targets_are_the_documented_functions():
+    x1 = np.random.default_rng(5).uniform(-1.0, 1.0, (2048, 4))[:, 0]  # the draws of seed 5
+    chirp = book.high_frequency_task(1024, 1024, shape="chirp", noise=0.0, seed=5)
+    step = book.high_frequency_task(1024, 1024, shape="step", noise=0.0, seed=5)
+    # the step target takes two values (+-1) plus x2: check the jump pattern through g = y - x2
+    x = np.random.default_rng(5).uniform(-1.0, 1.0, (2048, 4))
+    g_step = np.where(np.searchsorted(book.tabular.STEP_EDGES, x1) % 2 == 0, 1.0, -1.0)
+    g_chirp = np.sin(np.pi * 3.0 * (x1 + 1) ** 2)
+    for data, g in [(chirp, g_chirp), (step, g_step)]:
+        y = g + x[:, 1]
+        y_std = (y - y[:1024].mean()) / y[:1024].std()
+        got = torch.cat([data.y_train, data.y_test]).numpy()
+        np.testing.assert_allclose(got, y_std, atol=1e-12)
+    with pytest.raises(ValueError, match="shape"):
+        book.high_frequency_task(8, 8, shape="square")
+
+
+def test_early_stopping_keeps_the_best_validation_model():
+    data = book.high_frequency_task(96, 32, seed=0)
+    make = lambda: book.make_mlp(4, 16)
+    fit = dict(seed=0, steps=400, lr=3e-2, validation=24, eval_every=5, patience=4)
+    scores = book.fit_regressor(make, data, curve=True, **fit)
+    curve = scores["curve"]
+    assert len({len(v) for v in curve.values()}) == 1
+    assert scores["val_r2"] == max(curve["val_r2"])
+    assert scores["best_step"] == curve["step"][int(np.argmax(curve["val_r2"]))]
+    assert scores["stopped_step"] == curve["step"][-1]
+    # stopped by patience: four scores after the best, and before the step budget
+    assert scores["stopped_step"] == scores["best_step"] + 4 * 5 < 400
+    # the restored model is the best one: its test score is the curve's at the best step
+    assert scores["test_r2"] == pytest.approx(curve["test_r2"][int(np.argmax(curve["val_r2"]))], abs=1e-4)
+    # deterministic, and run_seeds drops the curve
+    assert book.fit_regressor(make, data, **fit)["test_r2"] == scores["test_r2"]
+    out = book.run_seeds({"m": make}, data, [0], metric=None, steps=20, validation=24, curve=True)
+    assert "curve" not in out["m"] and out["m"]["val_r2"].shape == (1,)
+    with pytest.raises(ValueError, match="validation"):
+        book.fit_regressor(make, data, steps=5, curve=True)
+    with pytest.raises(ValueError, match="n_validation"):
+        book.fit_regressor(make, data, steps=5, validation=96)
+
+
+def test_mlp_plr_is_an_mlp_on_periodic_embeddings():
+    model = book.make_mlp_plr(3, 4, n_frequencies=5, sigma=0.3)
+    assert isinstance(model[0], PeriodicEmbedding) and model[0].frequencies.shape == (3, 5)
+    assert model(torch.randn(7, 3)).shape == (7, 1)
+    configs = book.value_embedding_configs(book.feature_identity_task(32, 8), sigma=0.2, n_frequencies=3)
+    assert configs["MLP-PLR"]()[0].sigma == 0.2
+
+
+def test_tuned_baselines_use_only_the_validation_rows():
+    data = book.high_frequency_task(128, 64, seed=1)
+    tuned = book.sklearn_baselines(data, [0, 1], validation=32, max_trees=30)
+    assert tuned["ridge"].shape == (2,) and tuned["ridge"][0] == tuned["ridge"][1]
+    # changing the test rows' targets cannot change the choice, only the score
+    shuffled = book.TabularSplit(data.x_train, data.y_train, data.x_test, data.y_test.flip(0), data.feature_names, "x")
+    again = book.sklearn_baselines(shuffled, [0], validation=32, max_trees=30)
+    assert again["ridge"][0] != tuned["ridge"][0]
+    with pytest.raises(ValueError, match="n_validation"):
+        book.sklearn_baselines(data, [0], validation=200)
+
+
+def test_paired_difference_interval():
+    rng = np.random.default_rng(0)
+    b = rng.normal(0.4, 0.1, 20)
+    a = b + rng.normal(0.02, 0.01, 20)
+    plain = book.paired_difference(a, b)
+    corrected = book.paired_difference(a, b, test_fraction=0.25)
+    d = a - b
+    from scipy import stats
+
+    half = stats.t.ppf(0.975, 19) * d.std(ddof=1) / math.sqrt(20)
+    assert plain["mean"] == pytest.approx(d.mean()) and plain["high"] - plain["mean"] == pytest.approx(half)
+    # Nadeau-Bengio: variance factor 1/n + n_test/n_train = 1/20 + 1/3
+    ratio = (corrected["high"] - corrected["low"]) / (plain["high"] - plain["low"])
+    assert ratio == pytest.approx(math.sqrt((1 / 20 + 1 / 3) / (1 / 20)))
+    with pytest.raises(ValueError, match="same length"):
+        book.paired_difference([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="test_fraction"):
+        book.paired_difference(a, b, test_fraction=1.5)
