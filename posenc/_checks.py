@@ -164,6 +164,8 @@ def as_positions(name: str, positions: object, *, width: int = 1) -> np.ndarray:
         raise ValueError(f"{name} must be an int or a 1-D array of numbers: {err}") from err
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise TypeError(f"{name} must be an int or a 1-D array of numbers, got dtype {arr.dtype}")
+    if arr.ndim == 0:
+        raise TypeError(f"{name} must be an int or a 1-D array of numbers, got the scalar {positions!r}")
     if arr.ndim != 1:
         raise ValueError(f"{name} must be an int or a 1-D array, got an array of shape {arr.shape}")
     check_size(f"a table of {len(arr)} {name} and {width} columns", len(arr), width)

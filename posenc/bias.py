@@ -265,6 +265,7 @@ class ALiBiBias(AttentionBias):
     def __init__(self, n_heads: int, *, bidirectional: bool = False) -> None:
         super().__init__()
         self.n_heads = check_int("n_heads", n_heads)
+        check_size("the slopes of n_heads", self.n_heads, limit=2**20)
         self.bidirectional = check_bool("bidirectional", bidirectional)
         self.register_buffer("slopes", torch.empty(self.n_heads, dtype=torch.float32), persistent=False)
         self.reset_parameters()
