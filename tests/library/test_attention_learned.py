@@ -232,3 +232,28 @@ def test_export_with_positions_and_t5_bias():
     x, pos = torch.randn(2, 6, 16), torch.tensor([[0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5]])
     exported = torch.export.export(model, (x, pos))
     torch.testing.assert_close(exported.module()(x, pos), model(x, pos))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: torch.cuda.set_sync_debug_mode checks for host syncs")
+def test_forward_paths_do_not_synchronise_on_cuda():
+    """With the default check_values, no forward of these modules waits for the device."""
+    from posenc import ALiBiBias, FeatureTokenizer, PeriodicEmbedding, ShawRelativePosition, T5RelativeBias
+
+    dev = torch.device("cuda")
+    x = torch.randn(2, 6, 16, device=dev)
+    pos = torch.tensor([[0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5]], device=dev)
+    learned = LearnedPositionalEmbedding(16, 16).to(dev)
+    table = torch.randn(4, 3, device=dev)
+    tabular = [FeatureTokenizer(3, 8).to(dev), PeriodicEmbedding(3, 8).to(dev)]
+    models = [_TinyModel(b).to(dev) for b in (ALiBiBias(4), T5RelativeBias(4, bidirectional=False), ShawRelativePosition(4, 3))]
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for model in models:
+            model(x, pos)
+        learned(x, positions=pos)
+        learned(x, offset=torch.tensor([3, 0], device=dev))
+        for module in tabular:
+            module(table)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
