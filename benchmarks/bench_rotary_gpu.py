@@ -109,10 +109,15 @@ def candidates(q, k, pos, layout: str, compile_: bool) -> dict[str, Fn]:
     def module(q, k, pos):
         return rope(q, pos), rope(k, pos)
 
-    if compile_:  # the module's compiled graph contains the tables: one row is enough
+    if compile_:
         hf_c = torch.compile(hf, fullgraph=True, dynamic=False)
+        tables_c = torch.compile(tables, fullgraph=True, dynamic=False)
         module_c = torch.compile(module, fullgraph=True, dynamic=False)
-        return {"HF": lambda: hf_c(q, k), "posenc module": lambda: module_c(q, k, pos)}
+        return {
+            "HF": lambda: hf_c(q, k),
+            "posenc tables": lambda: tables_c(q, k),
+            "posenc module": lambda: module_c(q, k, pos),
+        }
     return {
         "HF": lambda: hf(q, k),
         "posenc tables": lambda: tables(q, k),
@@ -201,7 +206,7 @@ def main() -> int:
                 for cname, fn in cands.items():
                     if cname.startswith("posenc"):
                         got = fn()[0][:1].double()
-                        tol = dict(rtol=0, atol=2e-5) if dtype == torch.float32 else dict(rtol=2**-8, atol=1e-6)
+                        tol = dict(rtol=0, atol=2e-5) if dtype == torch.float32 else dict(rtol=2**-7, atol=1e-6)  # 1 bf16 ulp
                         torch.testing.assert_close(got, ref_q.to(dtype).double(), **tol)
                 med = {c: statistics.median(cuda_time(fn, args.repeats)) for c, fn in cands.items()}
                 for cname, t in med.items():

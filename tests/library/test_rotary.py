@@ -734,16 +734,17 @@ def _eager_only(monkeypatch):
 @cuda
 @pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-@pytest.mark.parametrize("shape_case", ["bhsd", "bshd", "positions_1d"])
+@pytest.mark.parametrize("shape_case", ["bhsd", "bshd", "positions_1d", "head_dim_48"])
 def test_fused_kernel_matches_the_eager_path(layout, dtype, shape_case, monkeypatch):
     pytest.importorskip("triton")
     assert posenc.rotary._fused_kernels() is not None
     g = torch.Generator(device="cuda").manual_seed(0)
     seq_dim = 1 if shape_case == "bshd" else -2
-    shape = (3, 37, 5, 64) if shape_case == "bshd" else (3, 5, 37, 64)
+    hd = 48 if shape_case == "head_dim_48" else 64  # 24 pairs: not a power of two
+    shape = (3, 37, 5, hd) if shape_case == "bshd" else (3, 5, 37, hd)
     x = torch.randn(shape, device="cuda", generator=g).to(dtype)
     pos = torch.randint(0, 100_000, (37,) if shape_case == "positions_1d" else (3, 37), device="cuda", generator=g)
-    rope = posenc.RotaryEmbedding(64, layout=layout, seq_dim=seq_dim, scaling={"type": "yarn", "factor": 4, "original_max_position_embeddings": 64}).cuda()
+    rope = posenc.RotaryEmbedding(hd, layout=layout, seq_dim=seq_dim, scaling={"type": "yarn", "factor": 4, "original_max_position_embeddings": 64}).cuda()
     fused = rope(x, pos)
     default = rope(x, offset=7)
     cos, sin = rope.tables(pos)
@@ -1058,3 +1059,13 @@ def test_generated_bad_options_axes_and_dtypes(layout, seq_dim, ndim, dtype):
         assert posenc.apply_rotary(x, torch.arange(2), seq_dim=seq_dim).shape == x.shape
     with pytest.raises(TypeError, match="floating-point"):
         posenc.RotaryEmbedding(8)(x.to(dtype))
+
+
+def test_compiled_tables_are_within_3e7_of_the_float64_ones():
+    """Under a compiler the angles are reduced modulo 2 pi in float64 and cos/sin taken in float32."""
+    torch._dynamo.reset()
+    rope = posenc.RotaryEmbedding(128, base=500000.0)
+    pos = torch.cat([torch.arange(2000), torch.randint(0, 1_000_000, (2000,))])
+    compiled = torch.compile(lambda p: rope.tables(p), fullgraph=True, backend="aot_eager")
+    for got, want in zip(compiled(pos), rope.tables(pos)):
+        assert float((got - want).abs().max()) <= 3e-7
