@@ -59,7 +59,9 @@ class SelfAttention(nn.Module):
     Shapes:
         ``forward(x, mask=None, bias=None, rotary=None)``: ``x`` is
         ``(batch, seq, d_model)``; ``mask`` a boolean ``(seq, seq)`` (``True`` = may
-        attend), combined with the causal mask when ``causal``; ``bias`` a tensor
+        attend), or one mask per example ``(batch, seq, seq)`` or per example and head
+        ``(batch, n_heads, seq, seq)`` (packed or padded batches; a size of 1 broadcasts),
+        combined with the causal mask when ``causal``; ``bias`` a tensor
         broadcastable to ``(batch, n_heads, seq, seq)`` (a ``(seq, seq)`` bias applies to
         every head) or an :class:`~posenc.bias.AttentionBias` module called as
         ``bias.score_bias(q)`` on the queries ``(batch, n_heads, seq, head_dim)``; ``rotary`` a
@@ -132,8 +134,18 @@ class SelfAttention(nn.Module):
             if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
                 got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
                 raise TypeError(f"mask must be a boolean tensor (True = may attend) or None, got {got}")
-            if mask.shape != (seq, seq):
-                raise ValueError(f"mask must have shape (seq, seq) = ({seq}, {seq}), got {tuple(mask.shape)}")
+            if (
+                mask.ndim not in (2, 3, 4)
+                or mask.shape[-2:] != (seq, seq)
+                or (mask.ndim >= 3 and mask.shape[0] not in (1, b))
+                or (mask.ndim == 4 and mask.shape[1] not in (1, self.n_heads))
+            ):
+                raise ValueError(
+                    f"mask must have shape (seq, seq), (batch, seq, seq) or (batch, n_heads, seq, seq) with "
+                    f"batch={b}, n_heads={self.n_heads}, seq={seq} (1 broadcasts), got {tuple(mask.shape)}"
+                )
+            if mask.ndim == 3:
+                mask = mask[:, None]  # one mask per example, shared by the heads
             if mask.device != x.device:
                 raise ValueError(f"mask must be on x's device ({x.device}), got {mask.device}")
         if bias is not None and not isinstance(bias, (torch.Tensor, AttentionBias)):

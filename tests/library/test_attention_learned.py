@@ -257,3 +257,23 @@ def test_forward_paths_do_not_synchronise_on_cuda():
             module(table)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def test_per_example_masks_for_packed_batches():
+    """Two documents packed in one row attend as if they were two rows (with per-example positions)."""
+    torch.manual_seed(0)
+    attn = SelfAttention(8, n_heads=2, causal=True).double()
+    pe = SinusoidalPositionalEncoding(8, max_len=16).double()
+    a, b = torch.randn(1, 3, 8, dtype=torch.float64), torch.randn(1, 4, 8, dtype=torch.float64)
+    packed = torch.cat([a, b], dim=1)
+    positions = torch.tensor([[0, 1, 2, 0, 1, 2, 3]])
+    doc = torch.tensor([0, 0, 0, 1, 1, 1, 1])
+    same_doc = (doc[:, None] == doc[None, :])[None]  # (batch, seq, seq)
+    out = attn(pe(packed, positions=positions), mask=same_doc)
+    torch.testing.assert_close(out[:, :3], attn(pe(a)))
+    torch.testing.assert_close(out[:, 3:], attn(pe(b)))
+    # the same mask given per head
+    torch.testing.assert_close(attn(pe(packed, positions=positions), mask=same_doc[:, None].expand(1, 2, 7, 7)), out)
+    for bad in (torch.ones(2, 7, 7, dtype=torch.bool), torch.ones(1, 3, 7, 7, dtype=torch.bool), torch.ones(7, dtype=torch.bool)):
+        with pytest.raises(ValueError, match="mask must have shape"):
+            attn(packed, mask=bad)
