@@ -11,16 +11,20 @@
   to its attention layer recomputed with posenc's tables on ``(batch, seq, heads,
   head_dim)`` tensors; the scalings' frequencies for a partial width as transformers
   computes them.
+
+The whole file is skipped where ``transformers`` is not installed.
+"""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig  # noqa: E402
 
 import posenc
 import posenc.rotary
 
+LlamaConfig = pytest.importorskip("transformers").LlamaConfig
 llama = pytest.importorskip("transformers.models.llama.modeling_llama")
 
 
