@@ -61,7 +61,9 @@ class SelfAttention(nn.Module):
         ``(batch, seq, d_model)``; ``mask`` a boolean ``(seq, seq)`` (``True`` = may
         attend), or one mask per example ``(batch, seq, seq)`` or per example and head
         ``(batch, n_heads, seq, seq)`` (packed or padded batches; a size of 1 broadcasts),
-        combined with the causal mask when ``causal``; ``bias`` a tensor
+        combined with the causal mask when ``causal`` (with a per-example mask, a query
+        that may see no key, such as a padding row, gets zero attention weights instead
+        of NaN); ``bias`` a tensor
         broadcastable to ``(batch, n_heads, seq, seq)`` (a ``(seq, seq)`` bias applies to
         every head) or an :class:`~posenc.bias.AttentionBias` module called as
         ``bias.score_bias(q)`` on the queries ``(batch, n_heads, seq, head_dim)``; ``rotary`` a
@@ -185,6 +187,10 @@ class SelfAttention(nn.Module):
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         weights = scores.softmax(dim=-1)
+        if mask is not None and mask.ndim > 2:
+            # a query that may see no key (a padding row of a padded batch) gets zero weights, not
+            # NaN, so that its NaN cannot reach the other rows through the next layer's values
+            weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
         if not torch.compiler.is_compiling():  # a side effect that torch.compile/export need not trace
             self.last_weights = (weights[:, 0] if self.n_heads == 1 else weights).detach()
         out = (weights @ v).transpose(1, 2).reshape(b, seq, self.d_model)

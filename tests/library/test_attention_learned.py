@@ -277,3 +277,19 @@ def test_per_example_masks_for_packed_batches():
     for bad in (torch.ones(2, 7, 7, dtype=torch.bool), torch.ones(1, 3, 7, 7, dtype=torch.bool), torch.ones(7, dtype=torch.bool)):
         with pytest.raises(ValueError, match="mask must have shape"):
             attn(packed, mask=bad)
+
+
+def test_left_padded_batch_gives_the_unpadded_result_and_no_nan():
+    torch.manual_seed(0)
+    attn = SelfAttention(8, n_heads=2, causal=True).double()
+    pe = LearnedPositionalEmbedding(16, 8).double()
+    short = torch.randn(1, 3, 8, dtype=torch.float64)
+    padded = torch.cat([torch.zeros(1, 2, 8, dtype=torch.float64), short], dim=1)  # 2 pads in front
+    real = torch.tensor([False, False, True, True, True])
+    positions = (real.long().cumsum(0) - 1).clamp(min=0)[None]  # 0, 0, 0, 1, 2
+    key_mask = real[None, None, :].expand(1, 5, 5)  # (batch, seq, seq): keys that are real tokens
+    out = attn(attn(pe(padded, positions=positions), mask=key_mask), mask=key_mask)  # two layers
+    # the padding queries see no key at all (causal + padding): zero weights, not NaN
+    assert torch.equal(attn.last_weights[0, :, :2], torch.zeros(2, 2, 5, dtype=torch.float64))
+    assert not out.isnan().any()
+    torch.testing.assert_close(out[:, 2:], attn(attn(pe(short))))
