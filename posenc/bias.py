@@ -276,14 +276,22 @@ class ALiBiBias(AttentionBias):
             with torch.no_grad():
                 self.slopes.copy_(alibi_slopes(self.n_heads))
 
+    def _exact_slopes(self) -> torch.Tensor:
+        """The float32 slopes; rebuilt (a host-to-device copy) if the module was cast to 16 bits."""
+        if self.slopes.dtype in (torch.float32, torch.float64):  # float64 holds the float32 values exactly
+            return self.slopes
+        return alibi_slopes(self.n_heads).to(self.slopes.device)
+
     def forward(self, q_len: int, k_len: int | None = None, *, dtype: torch.dtype | None = None) -> torch.Tensor:
         _check_lengths(q_len, k_len, self.n_heads)
-        return _alibi_from_slopes(self.slopes, q_len, k_len, self.bidirectional, check_float_dtype("dtype", dtype))
+        dtype = check_float_dtype("dtype", dtype)
+        return _alibi_from_slopes(self._exact_slopes(), q_len, k_len, self.bidirectional, dtype)
 
     def score_bias(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
         q = _check_queries(q, n_heads=self.n_heads)
         _check_lengths(q.shape[-2], k_len, self.n_heads)
-        return _alibi_from_slopes(self.slopes.to(q.device), q.shape[-2], k_len, self.bidirectional, q.dtype)
+        slopes = self._exact_slopes().to(q.device)
+        return _alibi_from_slopes(slopes, q.shape[-2], k_len, self.bidirectional, q.dtype)
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, bidirectional={self.bidirectional}"

@@ -181,6 +181,11 @@ def test_alibi_module_matches_function_and_follows_its_device():
         assert torch.equal(alibi.score_bias(q, 6), posenc.alibi_bias(5, 4, 6, bidirectional=bidirectional).double())
         assert alibi(3, dtype=torch.bfloat16).dtype == torch.bfloat16
     assert "slopes" not in alibi.state_dict()  # a non-persistent buffer
+    # casting the module does not round the slopes: the bias is the float32 one, cast once
+    for dtype in (torch.float16, torch.bfloat16, torch.float64):
+        cast = posenc.ALiBiBias(12).to(dtype)
+        assert torch.equal(cast(7), posenc.alibi_bias(12, 7))
+        assert torch.equal(cast(7, dtype=dtype), posenc.alibi_bias(12, 7, dtype=dtype))
     assert alibi.to("meta")(3).device.type == "meta"
     with pytest.raises(ValueError, match="n_heads=5"):
         posenc.ALiBiBias(5).score_bias(torch.randn(2, 4, 3, 8))
