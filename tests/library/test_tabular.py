@@ -280,3 +280,16 @@ def test_tabular_modules_refuse_other_devices():
         ColumnEmbedding(3, 4)(torch.zeros(2, 3, 4, device="meta"))
     with pytest.raises(TypeError, match="tokens must be a floating-point tensor"):
         ColumnEmbedding(3, 4)(torch.zeros(2, 3, 4, dtype=torch.long))
+
+
+def test_tabular_embeddings_export():
+    """torch.export traces the forward: the default finiteness check is not part of the graph."""
+    cases = [
+        (FeatureTokenizer(3, 4), torch.randn(2, 3)),
+        (PeriodicEmbedding(3, 4, n_frequencies=2), torch.randn(5, 2, 3)),
+        (PiecewiseLinearEmbedding([[0.0, 1.0, 2.0]] * 3, 4), torch.randn(2, 3)),
+        (ColumnEmbedding(3, 4), torch.randn(2, 3, 4)),
+    ]
+    for module, x in cases:
+        exported = torch.export.export(module, (x,))
+        torch.testing.assert_close(exported.module()(x), module(x))
