@@ -813,9 +813,10 @@ def apply_rotary_tables(
         q: queries ``(batch, heads, seq, head_dim)`` (or any ``(..., seq, head_dim)``, or
             with the sequence on ``seq_dim``), any float dtype.
         k: keys, the same layout as ``q`` (their head counts may differ: grouped queries).
-        cos, sin: the tables of :meth:`RotaryEmbedding.tables`, float32 or float64, shape
+        cos: the cosine table of :meth:`RotaryEmbedding.tables`, float32 or float64, shape
             ``(seq, rotary_dim/2)`` or ``(batch, seq, rotary_dim/2)``; the first
             ``rotary_dim`` coordinates of ``q`` and ``k`` are rotated, the others pass.
+        sin: the sine table, of the shape, dtype and device of ``cos``.
         layout: ``"half"`` or ``"interleaved"``: the pairs, as in :class:`RotaryEmbedding`.
         seq_dim: the sequence axis of ``q`` and ``k`` (``1`` for ``(batch, seq, heads, head_dim)``).
 
