@@ -31,6 +31,9 @@ from .tasks import TASKS, first_scored, make_task_batch
 __all__ = [
     "CONTEXT_EXTENSIONS",
     "RunConfig",
+    "final_rows",
+    "grid_summary",
+    "verdict",
     "beyond_key",
     "config_dict",
     "context_extension",
@@ -532,3 +535,76 @@ def config_dict(config: RunConfig) -> dict:
     d = asdict(config)
     d["eval_factors"] = list(d["eval_factors"])
     return d
+
+
+def final_rows(saved: dict, *, role: str = "main") -> list[dict]:
+    """The last row of every trial of a saved grid (``final: true``) with the given ``role``.
+
+    Example:
+        >>> final_rows({"rows": [{"role": "main", "steps": 1}, {"role": "main", "steps": 2, "final": True}]})
+        [{'role': 'main', 'steps': 2, 'final': True}]
+    """
+    if not isinstance(saved, dict) or not isinstance(saved.get("rows"), list):
+        raise TypeError("saved must be a results dict with a list 'rows'")
+    return [r for r in saved["rows"] if r.get("final") and r.get("role") == role]
+
+
+def grid_summary(
+    rows: list[dict], *, keys: tuple[str, ...] = ("acc_1x", "beyond_2x", "beyond_4x"), solved: float = 0.95
+) -> dict[tuple[str, str, str], dict]:
+    """Per ``(task, scheme, variant)``: mean, std, n of every key, and the protocol's bookkeeping.
+
+    Args:
+        rows: final rows of trials (see :func:`final_rows`).
+        keys: the metrics to summarise with :func:`~posenc.book.results.summarize`.
+        solved: a seed counts as fitting the task when its ``acc_1x`` reaches this.
+
+    Returns:
+        ``{(task, scheme, variant): {key: (mean, std, n), ..., "seeds": n, "solved": k,
+        "converged": k, "steps": mean steps, "lr": the learning rate}}``.
+
+    Example:
+        >>> rows = [{"task": "t", "scheme": "s", "variant": "bos", "acc_1x": a, "steps": 400,
+        ...          "converged": True, "lr": 0.01} for a in (1.0, 0.5)]
+        >>> g = grid_summary(rows, keys=("acc_1x",))[("t", "s", "bos")]
+        >>> g["acc_1x"][0], g["solved"], g["converged"]
+        (0.75, 1, 2)
+    """
+    from .results import summarize
+
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["task"], r["scheme"], r["variant"]), []).append(r)
+    out = {}
+    for group, members in groups.items():
+        entry: dict = {k: summarize([m.get(k) for m in members]) for k in keys}
+        entry["seeds"] = len(members)
+        entry["solved"] = sum(1 for m in members if (m.get("acc_1x") or 0.0) >= solved)
+        entry["converged"] = sum(1 for m in members if m.get("converged"))
+        entry["steps"] = sum(m["steps"] for m in members) / len(members)
+        entry["lr"] = members[0].get("lr")
+        out[group] = entry
+    return out
+
+
+def verdict(acc_1x: float, beyond_4x: float | None) -> str:
+    """A short verdict on one (task, scheme, variant) from its mean accuracies.
+
+    In distribution: ``fits`` (``acc_1x >= 0.95``), ``partly`` (``>= 0.5``) or ``fails``.
+    Beyond the training length at 4x: ``holds`` (``>= 0.9``), ``degrades`` (``>= 0.3``),
+    ``chance`` (below 0.3; chance is 1/16 here) or ``cannot run`` (``None`` or ``nan``).
+
+    Example:
+        >>> verdict(1.0, 0.07), verdict(0.9, 0.95), verdict(1.0, None)
+        ('fits, chance', 'partly, holds', 'fits, cannot run')
+    """
+    for name, value in (("acc_1x", acc_1x), ("beyond_4x", beyond_4x)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise TypeError(f"{name} must be a number or None, got {type(value).__name__}")
+    if acc_1x is None or math.isnan(acc_1x):
+        raise ValueError("acc_1x must be a number, got nan/None")
+    fit = "fits" if acc_1x >= 0.95 else "partly" if acc_1x >= 0.5 else "fails"
+    if beyond_4x is None or math.isnan(beyond_4x):
+        return f"{fit}, cannot run"
+    far = "holds" if beyond_4x >= 0.9 else "degrades" if beyond_4x >= 0.3 else "chance"
+    return f"{fit}, {far}"
