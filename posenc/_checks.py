@@ -21,7 +21,7 @@ break under ``torch.compile``), ``False`` never does.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import torch
@@ -244,6 +244,7 @@ def offset_or_positions(
     *,
     max_len: int,
     check_values: bool | None,
+    overflow: Callable[[int, int], str],
 ) -> tuple[int, torch.Tensor | None]:
     """Resolve the ``offset``/``positions`` arguments of an absolute position module.
 
@@ -252,6 +253,8 @@ def offset_or_positions(
     ``(0, positions)`` with an integer tensor to gather rows by. A tensor ``offset``
     (0-d, or ``(batch,)`` for one offset per example) becomes the positions
     ``offset + arange(seq)`` on ``x``'s device, with no host-device synchronisation.
+    ``overflow(offset, seq)`` is the message of the ``ValueError`` raised when an int
+    offset puts the last position ``offset + seq - 1`` at or beyond ``max_len``.
     """
     seq = x.shape[-2]
     if positions is not None:
@@ -272,8 +275,5 @@ def offset_or_positions(
         return 0, check_positions("offset + arange(seq)", pos, x, max_len=max_len, check_values=check_values)
     offset = check_int("offset", offset, minimum=0)
     if not isinstance(offset, torch.SymInt) and not isinstance(seq, torch.SymInt) and offset + seq > max_len:
-        raise ValueError(
-            f"position {offset + seq - 1} is at or beyond max_len={max_len} (offset={offset}, seq={seq}): "
-            "the table has no row for it; build the module with a larger max_len"
-        )
+        raise ValueError(overflow(offset, seq))
     return offset, None

@@ -69,13 +69,19 @@ class LearnedPositionalEmbedding(nn.Module):
         if x.device != self.weight.device:
             raise ValueError(f"x must be on the module's device ({self.weight.device}), got {x.device}")
         offset, positions = offset_or_positions(
-            x, offset, positions, max_len=self.max_len, check_values=self.check_values
+            x, offset, positions, max_len=self.max_len, check_values=self.check_values, overflow=self._overflow
         )
         if positions is None:
             table = self.weight[offset : offset + x.shape[-2]]
         else:
             table = self.weight[positions]
         return x + table.to(x.dtype)
+
+    def _overflow(self, offset: int, seq: int) -> str:
+        return (
+            f"position {offset + seq - 1} is at or beyond max_len={self.max_len}: a learned absolute "
+            "embedding has no vector for positions it was not built with"
+        )
 
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, d_model={self.d_model}"

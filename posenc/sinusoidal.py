@@ -250,13 +250,19 @@ class SinusoidalPositionalEncoding(nn.Module):
         if x.device != self.pe.device:
             raise ValueError(f"x must be on the module's device ({self.pe.device}), got {x.device}")
         offset, positions = offset_or_positions(
-            x, offset, positions, max_len=self.max_len, check_values=self.check_values
+            x, offset, positions, max_len=self.max_len, check_values=self.check_values, overflow=self._overflow
         )
         if positions is None:
             table = self.pe[offset : offset + x.shape[-2]]
         else:
             table = self.pe[positions]
         return self.dropout(x + table.to(x.dtype))
+
+    def _overflow(self, offset: int, seq: int) -> str:
+        return (
+            f"positions {offset}..{offset + seq - 1} reach past max_len={self.max_len}; "
+            "build the module with a larger max_len"
+        )
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}"
