@@ -3,6 +3,7 @@
     python experiments/tabular_resampling.py diabetes    # 20 random splits of the diabetes table
     python experiments/tabular_resampling.py synthetic   # sine, chirp and step targets, 10 draws each
     python experiments/tabular_resampling.py sigma       # the frequency scale sigma of periodic embeddings
+    python experiments/tabular_resampling.py identity    # the feature-identity experiment, 10 seeds
     python experiments/tabular_resampling.py diabetes --quick   # a smoke run, nothing written
 
 Splits are independent, so a machine with many cores can run them side by side and
@@ -71,7 +72,25 @@ PARTS = {
     "diabetes": dict(tasks=["diabetes"], splits=20, lrs=[3e-4, 1e-3, 3e-3], steps=2000, eval_every=10, patience=20),
     "synthetic": dict(tasks=["sine", "chirp", "step"], splits=10, lrs=[3e-3, 1e-2], steps=3000, eval_every=25, patience=20),
     "sigma": dict(tasks=["sine", "chirp"], splits=5, lrs=[1e-2], steps=3000, eval_every=25, patience=20),
+    # the demonstration of section sec-tabular-invariance: a fixed recipe (no validation part), 10 seeds
+    "identity": dict(tasks=["identity"], splits=10, lrs=[1e-2], steps=100, eval_every=100, patience=None),
 }
+
+
+def identity_configs() -> dict:
+    """The four two-block transformers of the feature-identity experiment (chapter 5)."""
+
+    def two_block(identity: str, value_embedding: str = "linear", **kw: object):
+        return lambda: book.TabularTransformer(
+            4, value_embedding=value_embedding, identity=identity, d_model=16, d_ff=32, n_layers=2, **kw
+        )
+
+    return {
+        "shared linear, no identity": two_block("none"),
+        "shared periodic, no identity": two_block("none", "periodic", n_frequencies=8, sigma=0.5),
+        "shared linear + column embedding": two_block("column"),
+        "FT tokenizer (per-feature W_j, b_j)": two_block("per_feature"),
+    }
 SIGMAS = [0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
 DIABETES_SIGMA, DIABETES_BINS = 0.1, 8
 SYNTHETIC_SIGMA, SYNTHETIC_BINS = 1.0, 16
@@ -90,6 +109,14 @@ def validation_rows(data: book.TabularSplit) -> int:
 
 
 def run_split(part: str, task: str, split: int, cfg: dict, done: set, quick: bool) -> list[dict]:
+    if part == "identity":
+        data = book.feature_identity_task(n_train=256, n_test=512, seed=0)  # one data set, the seed varies
+        rows = []
+        for name, make in identity_configs().items():
+            if (task, split, name, cfg["lrs"][0], None) not in done:
+                scores = book.fit_regressor(make, data, seed=split, steps=cfg["steps"], lr=cfg["lrs"][0])
+                rows.append(_row(task, split, name, {"lr": cfg["lrs"][0]}, scores))
+        return rows
     data = make_data(task, split)
     n_val = validation_rows(data)
     fit = dict(validation=n_val, steps=cfg["steps"], eval_every=cfg["eval_every"], patience=cfg["patience"])

@@ -23,7 +23,7 @@ from .analysis import (
     round_significant,
 )
 from .models import SCHEMES, Block, PositionalTransformer, count_parameters
-from .probes import attention_score_terms, train_offset_head
+from .probes import attention_score_terms, rope_pair_usage, train_offset_head, train_rope_head
 from .plotting import (
     SCHEME_STYLES,
     book_style,
@@ -35,6 +35,8 @@ from .results import acc_key, pos_key, read_results, summarize, summarize_trials
 from .tabular import (
     TabularSplit,
     TabularTransformer,
+    best_by_validation,
+    bootstrap_r2,
     diabetes_split,
     feature_identity_task,
     fit_regressor,
@@ -45,6 +47,7 @@ from .tabular import (
     permutation_gap,
     r2_score,
     run_seeds,
+    scores_by_model,
     sklearn_baselines,
     validation_split,
     value_embedding_configs,
@@ -66,7 +69,9 @@ __all__ = [
     "round_significant",
     # probes of attention heads (chapter 4)
     "attention_score_terms",
+    "rope_pair_usage",
     "train_offset_head",
+    "train_rope_head",
     # plotting
     "SCHEME_STYLES",
     "book_style",
@@ -91,6 +96,8 @@ __all__ = [
     # tabular data, model and baselines (chapter 5)
     "TabularSplit",
     "TabularTransformer",
+    "best_by_validation",
+    "bootstrap_r2",
     "diabetes_split",
     "feature_identity_task",
     "fit_regressor",
@@ -101,6 +108,7 @@ __all__ = [
     "permutation_gap",
     "r2_score",
     "run_seeds",
+    "scores_by_model",
     "sklearn_baselines",
     "validation_split",
     "value_embedding_configs",

@@ -13,12 +13,12 @@ import math
 import torch
 from torch import nn
 
-from .._checks import check_int
+from .._checks import check_choice, check_int
 from ..attention import SelfAttention
 from ..sinusoidal import sinusoidal_encoding
 from .training import seeded
 
-__all__ = ["attention_score_terms", "train_offset_head"]
+__all__ = ["ROPE_PROBE_TASKS", "attention_score_terms", "rope_pair_usage", "train_offset_head", "train_rope_head"]
 
 
 def attention_score_terms(
@@ -131,3 +131,108 @@ def train_offset_head(
         x = content_scale * torch.randn(batch, seq_len, d_model, generator=gen, dtype=dtype) + pe
         acc = (log_weights(x).argmax(-1) == targets).float().mean().item()
     return attn, acc
+
+
+ROPE_PROBE_TASKS = ("previous", "match")
+
+
+def train_rope_head(
+    task: str,
+    *,
+    d_model: int = 32,
+    head_dim: int = 32,
+    seq_len: int = 32,
+    base: float = 10000.0,
+    steps: int = 300,
+    batch: int = 32,
+    lr: float = 1e-2,
+    seed: int = 0,
+) -> tuple[nn.Module, nn.Module, float]:
+    """Train one causal attention head with RoPE, in float64, on a positional or a semantic task.
+
+    The head is ``q = W_q x + b_q``, ``k = W_k x + b_k`` rotated by
+    :class:`posenc.RotaryEmbedding` (interleaved layout, so pair ``i`` is coordinates
+    ``2i, 2i + 1`` with frequency ``base ** (-2i / head_dim)``, pair 0 the fastest). The
+    tokens are standard normal vectors. The loss is the cross-entropy of the attention
+    weights against the target key:
+
+    * ``"previous"``: every query ``m >= 1`` must attend to key ``m - 1``, whatever the
+      content: a purely positional head (the biases give it content-free directions).
+    * ``"match"``: the last token is a copy of one earlier token at a random position,
+      and the last query must attend to that copy among the keys before it: a purely
+      semantic head (the distance is random).
+
+    Returns:
+        ``(w_q, w_k, accuracy)``: the two trained ``nn.Linear(d_model, head_dim)`` layers
+        and the fraction of queries of a fresh batch whose largest weight is on the target.
+
+    Example:
+        >>> w_q, w_k, acc = train_rope_head("previous", steps=3)
+        >>> w_q.weight.shape, w_q.weight.dtype
+        (torch.Size([32, 32]), torch.float64)
+    """
+    from ..rotary import RotaryEmbedding
+
+    task = check_choice("task", task, ROPE_PROBE_TASKS)
+    d_model, head_dim = check_int("d_model", d_model), check_int("head_dim", head_dim, minimum=2)
+    seq_len, steps = check_int("seq_len", seq_len, minimum=3), check_int("steps", steps)
+    gen = torch.Generator().manual_seed(seed)
+    with seeded(seed):
+        w_q = nn.Linear(d_model, head_dim).double()
+        w_k = nn.Linear(d_model, head_dim).double()
+    rope = RotaryEmbedding(head_dim, base=base, layout="interleaved")
+    opt = torch.optim.Adam(list(w_q.parameters()) + list(w_k.parameters()), lr=lr)
+    m = torch.arange(seq_len)
+
+    def batch_and_targets() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        x = torch.randn(batch, seq_len, d_model, generator=gen, dtype=torch.float64)
+        if task == "previous":
+            allowed = m[None, :] <= m[:, None]  # causal
+            return x, allowed[1:], (m[1:] - 1).expand(batch, -1)
+        source = torch.randint(0, seq_len - 1, (batch,), generator=gen)
+        x[:, -1] = x[torch.arange(batch), source]
+        allowed = (m < seq_len - 1)[None, :]  # the keys before the last token
+        return x, allowed, source[:, None]
+
+    def log_weights(x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        q, k = rope(w_q(x)), rope(w_k(x))
+        queries = q[:, 1:] if task == "previous" else q[:, -1:]
+        scores = queries @ k.transpose(-2, -1) / math.sqrt(head_dim)
+        return scores.masked_fill(~allowed, float("-inf")).log_softmax(-1)
+
+    for _ in range(steps):
+        x, allowed, target = batch_and_targets()
+        lw = log_weights(x, allowed)
+        loss = -lw.gather(-1, target[..., None]).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        x, allowed, target = batch_and_targets()
+        acc = (log_weights(x, allowed).argmax(-1) == target).double().mean().item()
+    return w_q, w_k, acc
+
+
+def rope_pair_usage(w_q: nn.Module, w_k: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """How much a RoPE head uses each rotation pair: the mean norm of the query pair times that of the key pair.
+
+    For pair ``i`` (coordinates ``2i, 2i + 1``, interleaved layout) this is
+    ``E||q_i|| * E||k_i||`` over the tokens ``x``, normalised to sum to 1: the size of
+    the part of the score ``q^T R k`` that pair ``i`` can contribute. (Barbero et al.
+    measure the usage of frequencies in Gemma with the norms of queries and keys per
+    pair.)
+
+    Returns:
+        ``(head_dim // 2,)`` float64 tensor, pair 0 (the fastest) first.
+
+    Example:
+        >>> w = nn.Linear(4, 4).double()
+        >>> rope_pair_usage(w, w, torch.randn(10, 4, dtype=torch.float64)).shape
+        torch.Size([2])
+    """
+    with torch.no_grad():
+        q, k = w_q(x), w_k(x)
+        qn = q.unflatten(-1, (-1, 2)).norm(dim=-1).reshape(-1, q.shape[-1] // 2).mean(0)
+        kn = k.unflatten(-1, (-1, 2)).norm(dim=-1).reshape(-1, k.shape[-1] // 2).mean(0)
+        usage = (qn * kn).double()
+        return usage / usage.sum()

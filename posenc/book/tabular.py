@@ -40,6 +40,8 @@ from .training import seeded
 __all__ = [
     "HIGH_FREQUENCY_SHAPES",
     "TabularSplit",
+    "best_by_validation",
+    "bootstrap_r2",
     "TabularTransformer",
     "diabetes_split",
     "feature_identity_task",
@@ -51,6 +53,7 @@ __all__ = [
     "permutation_gap",
     "r2_score",
     "run_seeds",
+    "scores_by_model",
     "sklearn_baselines",
     "validation_split",
     "value_embedding_configs",
@@ -501,8 +504,9 @@ def paired_difference(
     The ``n`` differences are not independent when the splits are random splits of one
     table (the training sets overlap), and the plain t interval is then too narrow.
     With ``test_fraction`` given, the variance of the mean is inflated from
-    ``s^2 / n`` to ``(1 / n + n_test / n_train) s^2``, the corrected resampled t-test of
-    Nadeau and Bengio (2003, section 5).
+    ``s^2 / n`` to ``(1 / n + n_test / n_train) s^2``, the "corrected resampled t-test" of
+    Nadeau and Bengio (2003, *Inference for the Generalization Error*, Machine
+    Learning 52).
 
     Returns:
         ``{"mean", "low", "high", "n"}``: the mean difference and the interval.
@@ -531,6 +535,77 @@ def paired_difference(
     half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * math.sqrt(factor * diff.var(ddof=1))
     mean = float(diff.mean())
     return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
+
+
+def bootstrap_r2(y_true: object, y_pred: object, *, n_resamples: int = 2000, seed: int = 0) -> np.ndarray:
+    """R^2 of fixed predictions on ``n_resamples`` bootstrap resamples of the test rows.
+
+    The spread of the result (its standard deviation is the bootstrap standard error)
+    is how much the score of *one* fitted model moves with the particular rows that
+    happen to be in the test set; it says nothing about the variation between training
+    sets, which repeated splits measure.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> y = rng.standard_normal(200)
+        >>> boot = bootstrap_r2(y, y + 0.5 * rng.standard_normal(200), n_resamples=100)
+        >>> boot.shape, bool(0.5 < boot.mean() < 0.9)
+        ((100,), True)
+    """
+    yt, yp = to_numpy(y_true).ravel(), to_numpy(y_pred).ravel()
+    if yt.shape != yp.shape:
+        raise ValueError(f"y_true and y_pred must have the same length, got {yt.shape} and {yp.shape}")
+    n_resamples = check_int("n_resamples", n_resamples)
+    idx = np.random.default_rng(seed).integers(0, yt.size, (n_resamples, yt.size))
+    t, e = yt[idx], yp[idx]
+    sst = ((t - t.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    return 1.0 - ((t - e) ** 2).sum(axis=1) / sst
+
+
+def best_by_validation(rows: Iterable[Mapping[str, object]], *, by: Sequence[str] = ("task", "split", "model")) -> list[dict]:
+    """Per group of result rows (one model on one split), the row with the best validation R^2.
+
+    The rows of ``experiments/results/tabular_*.json`` hold one row per setting (for
+    example per learning rate); this keeps, for every ``by`` group, the setting a
+    practitioner would pick without seeing the test rows. Rows without ``"val_r2"``
+    (baselines tuned inside :func:`sklearn_baselines`) are kept as they are.
+
+    Example:
+        >>> rows = [{"task": "t", "split": 0, "model": "m", "lr": lr, "val_r2": v, "test_r2": t}
+        ...         for lr, v, t in [(0.1, 0.5, 0.2), (0.01, 0.6, 0.1)]]
+        >>> best_by_validation(rows)[0]["lr"]
+        0.01
+    """
+    best: dict[tuple, dict] = {}
+    for row in rows:
+        key = tuple(row[f] for f in by)
+        if key not in best or float(row.get("val_r2", -math.inf)) > float(best[key].get("val_r2", -math.inf)):
+            best[key] = dict(row)
+    return list(best.values())
+
+
+def scores_by_model(rows: Iterable[Mapping[str, object]], task: str, *, metric: str = "test_r2") -> dict[str, np.ndarray]:
+    """``{model: array of metric over splits}`` for one task, splits in increasing order.
+
+    Every model must have a row for the same splits, so that ``a[i]`` and ``b[i]`` of two
+    models are paired (the same split): what :func:`paired_difference` needs.
+
+    Example:
+        >>> rows = [{"task": "t", "split": s, "model": m, "test_r2": 0.1 * s} for s in (1, 0) for m in "ab"]
+        >>> scores_by_model(rows, "t")["a"]
+        array([0. , 0.1])
+    """
+    table: dict[str, dict[int, float]] = {}
+    for row in rows:
+        if row["task"] == task:
+            table.setdefault(str(row["model"]), {})[int(row["split"])] = float(row[metric])
+    if not table:
+        raise ValueError(f"no rows for task {task!r}")
+    splits = sorted(next(iter(table.values())))
+    for model, values in table.items():
+        if sorted(values) != splits:
+            raise ValueError(f"model {model!r} has splits {sorted(values)}, expected {splits}")
+    return {model: np.array([values[s] for s in splits]) for model, values in table.items()}
 
 
 def permutation_gap(model: nn.Module, x: torch.Tensor, permutation: object) -> float:
