@@ -261,8 +261,8 @@ class PositionalTransformer(nn.Module):
                 f"position_attention needs an additive scheme ('sinusoidal' or 'learned'), got {self.scheme!r}"
             )
         length = self.max_len if length is None else check_int("length", length)
-        device = self.embed.weight.device
-        x = self.positional(torch.zeros(1, length, self.d_model, device=device))
+        weight = self.embed.weight
+        x = self.positional(torch.zeros(1, length, self.d_model, device=weight.device, dtype=weight.dtype))
         block = self.blocks[0]
         block.attn(block.norm1(x))
         weights = block.attn.last_weights
