@@ -135,3 +135,57 @@ def test_chapter_numbers_bf16_angle_and_mixed_layouts():
     torch.testing.assert_close(attention(wq[perm], wk[perm], "half"), reference, atol=1e-12, rtol=0)
     changed = (attention(wq, wk, "half").argmax(-1) != reference.argmax(-1)).float().mean().item()
     assert changed > 0.5
+
+
+def minimal_rope(x, base=10000.0):
+    """The chapter's ten-line RoPE (section sec-rotations-rope), restated."""
+    seq, d = x.shape[-2], x.shape[-1]
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = torch.arange(seq, dtype=torch.float64)[:, None] * omega
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    u, v = x[..., 0::2], x[..., 1::2]
+    return torch.stack([u * cos - v * sin, u * sin + v * cos], dim=-1).flatten(-2)
+
+
+@pytest.mark.parametrize("d, base", [(64, 10000.0), (8, 500_000.0), (2, 10.0)])
+def test_minimal_rope_equals_the_module(d, base):
+    x = torch.randn(2, 3, 40, d, dtype=torch.float64, generator=torch.Generator().manual_seed(d))
+    expected = posenc.RotaryEmbedding(d, base=base, layout="interleaved")(x)
+    torch.testing.assert_close(minimal_rope(x, base), expected, rtol=0, atol=1e-12)
+    # and the half layout is the same rotation after the weight permutation of the chapter
+    perm = torch.as_tensor(posenc.rotary_permutation(d, 1))
+    torch.testing.assert_close(posenc.RotaryEmbedding(d, base=base, layout="half")(x[..., perm]), expected[..., perm], rtol=0, atol=1e-12)
+
+
+def test_rope_requirement_two_dimensions():
+    """Equation eq-rotations-2d: rotating each pair by m * theta makes the score a function of m - n."""
+    q, k = torch.randn(2, dtype=torch.float64), torch.randn(2, dtype=torch.float64)
+    theta = 0.3
+
+    def f(x, m):
+        c, s = math.cos(m * theta), math.sin(m * theta)
+        return torch.stack([c * x[0] - s * x[1], s * x[0] + c * x[1]])
+
+    for m in range(-3, 6):
+        for n in range(-3, 6):
+            assert float(f(q, m) @ f(k, n)) == pytest.approx(float(f(q, m - n) @ k), abs=1e-12)
+
+
+def test_rope_heads_split_the_frequencies():
+    """sec-rotations-frequencies: a positional head uses the fast pairs, a semantic head the slow ones."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        x = torch.randn(64, 32, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+        usage, acc = {}, {}
+        for task in ("previous", "match"):
+            w_q, w_k, acc[task] = book.train_rope_head(task, steps=300, seed=0)
+            usage[task] = book.rope_pair_usage(w_q, w_k, x)
+    finally:
+        torch.set_num_threads(threads)
+    assert acc["previous"] > 0.9 and acc["match"] > 0.9
+    assert float(usage["previous"][:4].sum()) > 2 * float(usage["previous"][-4:].sum())
+    assert float(usage["match"][:4].sum()) < 0.5 * float(usage["match"][-4:].sum())
+    assert float(usage["match"].sum()) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="task"):
+        book.train_rope_head("copy", steps=1)
