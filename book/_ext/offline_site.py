@@ -9,15 +9,71 @@ their inline scripts end up twice in every page (once with ``filename=None``, on
 * gives the theme a default colour mode ("auto"), so a first visit logs no error;
 * when live code (thebe) is not enabled among the launch buttons, which is the case for
   this book, removes thebe's scripts, stylesheet and page configuration, so that no page
-  mentions a CDN at all (thebe would load its code from unpkg.com when started).
+  mentions a CDN at all (thebe would load its code from unpkg.com when started);
+* adds the book's own style sheet ``book/_static/posenc-site.css`` (contrast fixes, print
+  style);
+* ends every page's footer with links to the repository (the one place its URL is
+  written is ``repository.url`` in ``_config.yml``) and to the PDF of the whole book
+  (``pdf_book.py``);
+* labels the bibliography's entries ``role="listitem"`` (docutils writes the deprecated
+  ARIA role ``doc-biblioentry``, which axe-core reports);
+* keeps pages light (a chapter page transferred about 4 MB):
+
+  - MathJax is loaded component by component (``startup.js`` with the TeX input, the
+    CommonHTML output and the assistive MathML for screen readers, about 0.76 MB) instead
+    of the combined ``tex-chtml.js`` (1.16 MB, most of the difference being the
+    right-click menu), and only the files that configuration can load are kept of the
+    24 MB distribution that ``sphinx-mathjax-offline`` copies (TeX extensions stay, since
+    ``\\require`` and the autoloader fetch them on demand);
+  - the theme's ``fontawesome.js`` (1.49 MB: every Font Awesome icon as SVG, drawn by
+    script) is not loaded: the theme's style sheet already draws the same icons from the
+    Font Awesome web fonts it ships, which a page fetches only for the icon styles it
+    shows; those fonts (0.3 MB for the solid and brands styles) are cut down to the
+    icons the site uses (every ``fa-*`` name in its pages and scripts), and so are the
+    theme's icon rules (``.fa-NAME:before{content:...}``, 86 kB of its style sheet);
+  - with search-as-you-type off (the theme's default), the search index and Sphinx's
+    search scripts are loaded by the search page only (the theme put them in every page
+    for a search-as-you-type box that is not shown; the index grows with the book).
 
 MathJax itself is served from ``_static/mathjax`` by the ``sphinx-mathjax-offline``
-extension; the browser test in ``tests/test_site.py`` checks the result.
+extension; the browser test in ``tests/site/test_site.py`` checks the result (formulas
+rendered without error, icons drawn, page weight, axe-core).
 """
 
 from __future__ import annotations
 
+import html
 import re
+import shutil
+from pathlib import Path
+
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+PDF_NAME = "posenc-book.pdf"  # written by pdf_book.py
+_STATIC = Path(__file__).resolve().parent.parent / "_static"
+
+# MathJax 3 components loaded by startup.js; everything else of the copied distribution
+# is removed from the built site except what these can load on demand.
+MATHJAX_LOAD = ["input/tex", "output/chtml", "a11y/assistive-mml"]
+_MATHJAX_KEEP = (
+    "startup.js",
+    "core.js",
+    "input/tex.js",
+    "input/tex/extensions/",  # \require and the autoloader (\color, \boldsymbol, ...)
+    "output/chtml.js",
+    "output/chtml/fonts/tex.js",
+    "output/chtml/fonts/woff-v2/",
+    "a11y/assistive-mml.js",
+)
+
+_ICON_RULE = re.compile(r'((?:\.fa-[a-z0-9-]+:(?:before|after),?)+)\{content:"((?:\\[0-9a-fA-F]+|\\.|[^"\\])*)"\}')
+_ICON_NAME = re.compile(r"\bfa-[a-z0-9]+(?:-[a-z0-9]+)*")
+_SEARCH_SCRIPTS = re.compile(
+    r"[ \t]*<script\b[^>]*\bsrc=\"[^\"]*(?:_static/searchtools\.js|_static/language_data\.js|searchindex\.js)\"[^>]*></script>\n?"
+)
+_FONTAWESOME_JS = re.compile(r"[ \t]*<script\b[^>]*\bsrc=\"[^\"]*_static/scripts/fontawesome\.js[^\"]*\"[^>]*></script>\n?")
 
 _THEBE_CONFIG = re.compile(
     r"\s*<script type=\"text/x-thebe-config\">.*?</script>\s*(<script>kernelName = [^<]*</script>)?",
@@ -49,6 +105,9 @@ def _clean_page(app, pagename, templatename, context, doctree) -> None:
     # with no default mode configured, a first visit logs "Got invalid theme mode: ."
     if not context.get("default_mode"):
         context["default_mode"] = "auto"
+    _footer_links(app, context)
+    if isinstance(context.get("body"), str) and 'role="doc-biblioentry"' in context["body"]:
+        context["body"] = context["body"].replace('role="doc-biblioentry"', 'role="listitem"')
     drop_thebe = not _thebe_enabled(app)
     if "script_files" in context:
         seen: set[tuple] = set()
@@ -67,7 +126,144 @@ def _clean_page(app, pagename, templatename, context, doctree) -> None:
             context["body"] = _THEBE_CONFIG.sub("\n", context["body"])
 
 
+def _footer_links(app, context) -> None:
+    repo = (app.config.html_theme_options or {}).get("repository_url") or ""
+    pathto = context.get("pathto")
+    links = []
+    if repo:
+        links.append(f'Source: <a href="{html.escape(repo)}">the repository</a>.')
+    if pathto is not None:
+        links.append(f'The whole book as a <a class="posenc-pdf-link" href="{pathto(PDF_NAME, 1)}">PDF</a>.')
+    if links:
+        context["theme_extra_footer"] = (context.get("theme_extra_footer") or "") + "<p>" + " ".join(links) + "</p>"
+
+
+def _mathjax_components(app, pagename, templatename, context, doctree) -> None:
+    # Runs before sphinx.ext.mathjax adds its two scripts to the page (priority 500).
+    if app.config.mathjax_path in ("mathjax/tex-chtml.js", "mathjax/startup.js"):
+        app.config.mathjax_path = "mathjax/startup.js"
+        config = dict(app.config.mathjax3_config or {})
+        config["loader"] = {**config.get("loader", {}), "load": list(MATHJAX_LOAD)}
+        app.config.mathjax3_config = config
+
+
+def _static_path(app, config) -> None:
+    if str(_STATIC) not in [str(p) for p in config.html_static_path]:
+        config.html_static_path.append(str(_STATIC))
+
+
+def _prune_mathjax(outdir: Path) -> None:
+    root = outdir / "_static" / "mathjax"
+    if not (root / "startup.js").is_file():
+        return
+    for f in sorted(root.rglob("*"), reverse=True):
+        rel = f.relative_to(root).as_posix()
+        if f.is_file() and not any(rel == k or (k.endswith("/") and rel.startswith(k)) for k in _MATHJAX_KEEP):
+            f.unlink()
+        elif f.is_dir() and not any(f.iterdir()):
+            f.rmdir()
+
+
+def _rewrite_pages(outdir: Path, drop_search: bool) -> None:
+    for page in outdir.rglob("*.html"):
+        rel = page.relative_to(outdir)
+        if rel.parts[0] == "_static":
+            continue
+        text = page.read_text(encoding="utf-8")
+        new = _FONTAWESOME_JS.sub("", text)
+        if drop_search and rel.as_posix() != "search.html":
+            new = _SEARCH_SCRIPTS.sub("", new)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+    scripts = outdir / "_static" / "scripts"
+    for name in ("fontawesome.js", "fontawesome.js.map", "fontawesome.js.LICENSE.txt"):
+        (scripts / name).unlink(missing_ok=True)
+
+
+def _css_char(content: str) -> str:
+    """The character of a CSS ``content`` string: ``\\f09b`` or ``\\+`` or ``Y``."""
+    m = re.fullmatch(r"\\([0-9a-fA-F]+)", content)
+    if m:
+        return chr(int(m.group(1), 16))
+    return content[1:] if content.startswith("\\") else content
+
+
+def _used_icon_names(outdir: Path) -> set[str]:
+    names: set[str] = set()
+    for f in outdir.rglob("*"):
+        rel = f.relative_to(outdir).as_posix()
+        if rel.startswith("_static/mathjax/") or not f.is_file():
+            continue
+        if f.suffix == ".html" or (rel.startswith("_static/") and f.suffix == ".js"):
+            names.update(_ICON_NAME.findall(f.read_text(encoding="utf-8", errors="replace")))
+    return names
+
+
+def _subset_icons(outdir: Path) -> None:
+    """Keep of the Font Awesome fonts and icon rules only the icons the site uses."""
+    css_path = outdir / "_static" / "styles" / "pydata-sphinx-theme.css"
+    fonts = sorted((outdir / "_static" / "vendor" / "fontawesome" / "webfonts").glob("*.*"))
+    if not css_path.is_file() or not fonts:
+        return
+    try:
+        from fontTools import subset
+        from fontTools.ttLib import TTFont
+    except ImportError:
+        logger.info("[offline_site] fonttools missing: the icon fonts are shipped whole")
+        return
+    used = _used_icon_names(outdir)
+    css = css_path.read_text(encoding="utf-8")
+    chars: set[str] = set()
+
+    def keep(m: re.Match) -> str:
+        names = {s.split(":")[0][1:] for s in m.group(1).split(",") if s}
+        if names & used:
+            chars.add(_css_char(m.group(2)))
+            return m.group(0)
+        return ""
+
+    css = _ICON_RULE.sub(keep, css)
+    if not chars:
+        return
+    for font_path in fonts:
+        if font_path.suffix not in (".woff2", ".ttf"):
+            continue
+        try:
+            font = TTFont(font_path)
+            cmap = font.getBestCmap() or {}
+            unicodes = sorted(ord(c) for c in chars if ord(c) in cmap)
+            options = subset.Options()
+            options.flavor = "woff2" if font_path.suffix == ".woff2" else None
+            options.layout_features = ["*"]
+            options.name_IDs = ["*"]
+            options.notdef_outline = True
+            sub = subset.Subsetter(options)
+            sub.populate(unicodes=unicodes)
+            sub.subset(font)
+            font.flavor = options.flavor
+            font.save(font_path)
+        except Exception as err:  # noqa: BLE001 - e.g. no brotli for woff2: ship it whole
+            logger.info(f"[offline_site] {font_path.name} not subset: {err}")
+            return
+    css_path.write_text(css, encoding="utf-8")
+
+
+def _lighten_site(app, exc) -> None:
+    # After sphinx-mathjax-offline has copied MathJax (build-finished, priority 500).
+    if exc is not None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    _prune_mathjax(outdir)
+    options = app.config.html_theme_options or {}
+    _rewrite_pages(outdir, drop_search=not options.get("search_as_you_type", False))
+    _subset_icons(outdir)
+
+
 def setup(app):
+    app.connect("config-inited", _static_path)
+    app.add_css_file("posenc-site.css")
+    app.connect("html-page-context", _mathjax_components, priority=100)
     # Run after the themes and extensions that add page assets.
     app.connect("html-page-context", _clean_page, priority=900)
+    app.connect("build-finished", _lighten_site, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1.0"}
