@@ -16,7 +16,7 @@ live figure above the caption. The explorers: ``sinusoidal`` (the table, sliders
 the base), ``dot`` (PE(p)·PE(p+k) against the offset), ``rope`` (a query and a key rotating
 with their positions, the score unchanged by a common shift), ``scaling`` (the context-
 extension remap of the RoPE frequencies: PI, NTK-aware, YaRN, Llama 3, with a factor
-slider). The script's formulas are posenc's; ``tests/site/test_explorers.py`` checks its
+slider). The script's formulas are posenc's; ``tests/site/test_site.py`` checks its
 numbers against posenc in the browser.
 
 The static figures are written to ``book/_generated/explorers/`` (ignored by git) when the

@@ -4,7 +4,7 @@
  * `explorer` directive (book/_ext/explorers.py), which also puts a static figure made by
  * posenc at build time inside it (shown in print, and where scripts do not run). The
  * formulas below are those of posenc (posenc/sinusoidal.py, posenc/rotary.py); the
- * browser test (tests/site/test_explorers.py) checks their numbers against posenc.
+ * browser test (tests/site/test_site.py) checks their numbers against posenc.
  */
 (function () {
   "use strict";

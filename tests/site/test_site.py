@@ -825,3 +825,30 @@ def test_explorer_numbers_match_posenc(explore_page):
             want = posenc.rotary_frequencies(dim, base=base, scaling={"type": kind, **params})
             got = np.array(page.evaluate(f"{js}.scaledFrequencies('{kind}', {dim}, {base}, {json.dumps(params)})"))
             np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=f"{kind}, dim {dim}, base {base}")
+
+
+def test_icon_fonts_hold_every_icon_shown(site_dir: Path):
+    """The build cuts the Font Awesome fonts down to the icons the site uses
+    (book/_ext/offline_site.py): every icon named in a page still has its glyph."""
+    ttlib = pytest.importorskip("fontTools.ttLib")
+    css = (site_dir / "_static" / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")
+    rules = re.findall(r'((?:\.fa-[a-z0-9-]+:(?:before|after),?)+)\{content:"((?:\\[0-9a-fA-F]+|\\.|[^"\\])*)"\}', css)
+    char = {}
+    for selectors, content in rules:
+        m = re.fullmatch(r"\\([0-9a-fA-F]+)", content)
+        c = chr(int(m.group(1), 16)) if m else content.lstrip("\\")
+        for sel in selectors.split(","):
+            if sel:
+                char[sel.split(":")[0][1:]] = c
+    fonts = sorted((site_dir / "_static" / "vendor" / "fontawesome" / "webfonts").glob("*.woff2"))
+    assert fonts, "no icon font in the site"
+    glyphs: set[int] = set()
+    for f in fonts:
+        glyphs |= set(ttlib.TTFont(f).getBestCmap() or {})
+    used = set()
+    for page in _pages(site_dir):
+        used |= set(re.findall(r"\bfa-[a-z0-9]+(?:-[a-z0-9]+)*", (site_dir / page).read_text(encoding="utf-8")))
+    icons = {n for n in used if n in char}
+    assert len(icons) >= 10, sorted(used)
+    missing = sorted(n for n in icons if ord(char[n][0]) not in glyphs)
+    assert not missing, f"icons without a glyph in the shipped fonts: {missing}"
