@@ -237,3 +237,151 @@ def plot_naive_candidates(axes, tables: dict, *, max_rows: int | None = None) ->
         ax.set_xlabel("dimension")
         ax.figure.colorbar(im, ax=ax, fraction=0.08)
     axes[0].set_ylabel("position")
+
+
+# --- chapter 6: the protocol grid (beyond-length accuracy, per position, cost) -----------
+
+
+def plot_scheme_bars(
+    ax,
+    summary: dict,
+    task: str,
+    schemes: list[str] | tuple[str, ...],
+    *,
+    key: str = "beyond_4x",
+    variants: tuple[str, ...] = ("plain", "bos"),
+    chance: float | None = None,
+) -> None:
+    """One group of bars per scheme (one bar per variant), mean and one std over seeds.
+
+    Args:
+        ax: a matplotlib ``Axes``.
+        summary: ``{(task, scheme, variant): {key: (mean, std, n)}}``, as
+            :func:`posenc.book.results.summarize_trials` returns with
+            ``by=("task", "scheme", "variant")``.
+        task: which task to draw.
+        schemes: the schemes, in order along the x-axis.
+        key: the metric (``"acc_1x"``, ``"beyond_2x"``, ``"beyond_4x"``, ...).
+        variants: the bars of each group (``"plain"`` solid, ``"bos"`` hatched).
+        chance: draw a dotted line at this accuracy.
+
+    A scheme with no value (learned embeddings past ``max_len``) is marked "n/a".
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots()
+        >>> s = {("t", "none", "plain"): {"beyond_4x": (0.5, 0.1, 5)}, ("t", "none", "bos"): {"beyond_4x": (0.9, 0.0, 5)}}
+        >>> plot_scheme_bars(ax, s, "t", ["none"])
+        >>> plt.close(fig)
+    """
+    import math
+
+    width = 0.8 / len(variants)
+    for k, scheme in enumerate(schemes):
+        style = SCHEME_STYLES.get(scheme, {})
+        for j, variant in enumerate(variants):
+            mean, std, n = summary[(task, scheme, variant)][key]
+            x = k - 0.4 + width * (j + 0.5)
+            if not n:
+                ax.text(x, 0.02, "n/a", ha="center", va="bottom", fontsize=7, rotation=90)
+                continue
+            ax.bar(
+                x,
+                mean,
+                width,
+                yerr=0.0 if math.isnan(std) else std,
+                capsize=2,
+                color=style.get("color"),
+                alpha=1.0 if j == 0 else 0.55,
+                hatch=None if j == 0 else "//",
+                edgecolor="black",
+                linewidth=0.5,
+            )
+    if chance is not None:
+        ax.axhline(chance, color="gray", linewidth=0.8, linestyle=":")
+    ax.set_xticks(range(len(schemes)), schemes, rotation=45, ha="right")
+    ax.set_ylim(0, 1.05)
+
+
+def plot_position_curves(
+    ax,
+    rows: list[dict],
+    task: str,
+    variant: str,
+    schemes: list[str] | tuple[str, ...],
+    *,
+    key: str = "pos_4x",
+    train_len: int = 16,
+    chance: float | None = None,
+) -> None:
+    """Accuracy at each position (mean over the rows of each scheme), one line per scheme.
+
+    Args:
+        ax: a matplotlib ``Axes``.
+        rows: result rows holding ``task``, ``scheme``, ``variant`` and a per-position
+            list under ``key`` (``None`` where a position is not scored).
+        task, variant: which rows to draw.
+        schemes: the schemes, in legend order (schemes without a value are skipped).
+        key: the per-position list to average.
+        train_len: marked by a vertical dashed line (positions right of it are new).
+        chance: draw a dotted line at this accuracy.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots()
+        >>> plot_position_curves(ax, [{"task": "t", "scheme": "none", "variant": "bos", "pos_4x": [None, 0.5, 1.0]}], "t", "bos", ["none"], train_len=2)
+        >>> plt.close(fig)
+    """
+    import numpy as np
+
+    for scheme in schemes:
+        lists = [r[key] for r in rows if (r["task"], r["scheme"], r["variant"]) == (task, scheme, variant)]
+        if not lists:
+            continue
+        table = np.array([[np.nan if a is None else a for a in lst] for lst in lists], dtype=float)
+        if np.isnan(table).all():
+            continue
+        with np.errstate(all="ignore"):
+            mean = np.nanmean(np.where(np.isnan(table).all(axis=0), 0.0, table), axis=0)
+        mean[np.isnan(table).all(axis=0)] = np.nan
+        style = SCHEME_STYLES.get(scheme, {})
+        ax.plot(np.arange(len(mean)), mean, label=scheme, color=style.get("color"), linewidth=1.3)
+    ax.axvline(train_len - 0.5, color="black", linewidth=0.8, linestyle="--")
+    if chance is not None:
+        ax.axhline(chance, color="gray", linewidth=0.8, linestyle=":")
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("position")
+
+
+def plot_step_cost(ax, cost_rows: list[dict], schemes: list[str] | tuple[str, ...], *, relative_to: str = "none") -> None:
+    """Time per training step against sequence length, relative to one scheme.
+
+    Args:
+        ax: a matplotlib ``Axes``.
+        cost_rows: rows with ``scheme``, ``length``, ``ms_per_step``, ``ms_min``, ``ms_max``
+            (``experiments/results/alternatives_cost.json``).
+        schemes: the schemes to draw.
+        relative_to: the scheme whose time is 1 at every length.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots()
+        >>> rows = [{"scheme": s, "length": n, "ms_per_step": m, "ms_min": m, "ms_max": m}
+        ...         for s, m in (("none", 1.0), ("shaw", 1.5)) for n in (16, 32)]
+        >>> plot_step_cost(ax, rows, ["none", "shaw"])
+        >>> plt.close(fig)
+    """
+    base = {r["length"]: r["ms_per_step"] for r in cost_rows if r["scheme"] == relative_to}
+    if not base:
+        raise ValueError(f"relative_to={relative_to!r} has no rows")
+    for scheme in schemes:
+        rs = sorted((r for r in cost_rows if r["scheme"] == scheme), key=lambda r: r["length"])
+        xs = [r["length"] for r in rs]
+        style = SCHEME_STYLES.get(scheme, {})
+        ax.plot(xs, [r["ms_per_step"] / base[r["length"]] for r in rs], label=scheme, linewidth=1.3, markersize=5, **style)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(base), [str(n) for n in sorted(base)])
+    ax.minorticks_off()
+    ax.axhline(1.0, color="gray", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("sequence length")
+    ax.set_ylabel(f"time per step / {relative_to}")
