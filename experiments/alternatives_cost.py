@@ -16,6 +16,7 @@ import os
 import platform
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="*", default=[16, 32, 64, 128, 256, 512])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--machine", default=None)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "alternatives_cost.json")
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.batch}, one thread) of the chapter-6 model per scheme and sequence length: median over "
         f"{args.repeats} interleaved repetitions of the mean over {args.steps} steps. Parameters: the whole "
         "model and the positional scheme's own (learned embeddings sized to the length). Machine-dependent.",
-        command="python experiments/alternatives_cost.py",
+        command="python experiments/alternatives_cost.py " + " ".join(sys.argv[1:] if argv is None else argv),
         config={"d_model": config.d_model, "n_heads": config.n_heads, "n_layers": config.n_layers,
                 "vocab_size": config.vocab_size, "batch": args.batch, "steps": args.steps, "repeats": args.repeats},
         machine=args.machine or f"{platform.machine()} {platform.processor() or ''}".strip(),
