@@ -191,6 +191,7 @@ class ColdReport:
     requests_per_page: dict[str, int] = field(default_factory=dict)
     biggest: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     layout: dict[str, dict] = field(default_factory=dict)  # measured, not asserted
+    layout_phone: dict[str, dict] = field(default_factory=dict)  # at 390 px, measured only
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -550,6 +551,10 @@ def _cold_crawl(browser, base: str, html: Path) -> ColdReport:
         rep.bytes_per_page[name] = sum(loaded.values())
         rep.requests_per_page[name] = len(loaded)
         rep.biggest[name] = sorted(((v, k) for k, v in loaded.items()), reverse=True)[:6]
+        if name.startswith("notebooks/") or name == "book/notation.html":
+            page.set_viewport_size({"width": 390, "height": 844})  # a phone: measured only
+            page.wait_for_timeout(300)
+            rep.layout_phone[name] = page.evaluate(_LAYOUT_JS)
         context.close()
     return rep
 
@@ -703,6 +708,12 @@ def test_chapter_pages_are_light(cold: ColdReport):
                 f"  {name}: {len(lay['cut_equations'])}/{lay['display_equations']} display equations cut "
                 f"{lay['cut_equations']}; {lay['scrolling_code_blocks']}/{lay['code_blocks']} code blocks scroll"
             )
+    print("layout at 390 px (a phone; measured, not asserted):")
+    for name, lay in sorted(cold.layout_phone.items()):
+        print(
+            f"  {name}: {len(lay['cut_equations'])}/{lay['display_equations']} display equations cut; "
+            f"{lay['scrolling_code_blocks']}/{lay['code_blocks']} code blocks scroll"
+        )
     assert len(chapters) >= 6, sorted(cold.bytes_per_page)
     heavy = [
         f"{k}: {v / 1e6:.2f} MB; largest: {[(round(s / 1e6, 2), u) for s, u in cold.biggest[k]]}"
