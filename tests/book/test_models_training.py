@@ -285,3 +285,40 @@ def test_training_entry_points_reject_bad_arguments():
         book.evaluate_accuracy(TINY.model("none"), "offset_copy", 8, TINY, seed=0, start=8)
     with pytest.raises(TypeError, match="bos"):
         book.make_task_batch("offset_copy", 2, 8, bos="yes")
+
+
+def _grid_script():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "alternatives_extrapolation.py"
+    spec = importlib.util.spec_from_file_location("alternatives_extrapolation", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # the worker processes find run_one by its module name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_grid_script_writes_rows_and_resumes(tmp_path):
+    script = _grid_script()
+    out = tmp_path / "grid.json"
+    args = ["--tasks", "offset_copy", "--schemes", "rope", "--variants", "bos", "--lrs", "0.01", "--seeds", "1",
+            "--steps", "4", "--eval-every", "2", "--patience", "1", "--warmup", "2", "--workers", "1", "--out", str(out)]
+    assert script.main(args) == 0
+    saved = book.read_results(out)
+    finals = [r for r in saved["rows"] if r.get("final")]
+    assert sorted(r["role"] for r in finals) == ["main", "tune"]
+    for r in saved["rows"]:
+        assert {"task", "scheme", "variant", "seed", "steps", "lr", "acc_1x", "beyond_2x", "beyond_4x"} <= set(r)
+    assert "ext_yarn" in finals[0] and len(finals[0]["pos_4x"]) == 64
+    assert script.main(args) == 0  # resumes: nothing left to run, nothing lost
+    again = book.read_results(out)
+    assert again["rows"] == saved["rows"] and again["sessions"] == saved["sessions"]
+
+
+def test_grid_script_chooses_the_lr_by_in_distribution_accuracy():
+    script = _grid_script()
+    rows = [{"acc_1x": 0.90, "steps": 400, "lr": 1e-3}, {"acc_1x": 0.998, "steps": 1000, "lr": 3e-3},
+            {"acc_1x": 1.0, "steps": 2000, "lr": 1e-2}]
+    assert script.choose_lr(rows) == 3e-3  # within 0.005 of the best: fewer steps wins
