@@ -1037,7 +1037,9 @@ class RotaryEmbedding(nn.Module):
             or self.cos_cached.dtype != torch.float32
             or self.cos_cached.device != device
             or self.rot_cached.device != device
-            or self.rot_cached.dtype not in (torch.float32, torch.complex64)
+            # a module cast such as .to(torch.float32) turns the complex table of the
+            # interleaved layout into its real part: rebuild whatever is not the layout's type
+            or self.rot_cached.dtype != (torch.complex64 if self.layout == "interleaved" else torch.float32)
             or self.rot_cached.shape[0] != self.cos_cached.shape[0]
         ):
             n = max(length, self.cos_cached.shape[0])
