@@ -11,30 +11,75 @@ and baselines of chapter 5 (:mod:`~posenc.book.tabular`), and the results files 
 """
 
 from .analysis import (
+    NAIVE_KINDS,
+    add_vs_concat_readout,
+    band_noise_sweep,
     decade_above,
+    decode_offsets,
     float32_encoding,
     float32_row_error,
+    linear_shift_residual,
     min_distance_by_length,
     min_distance_float32,
     min_pairwise_distance,
+    naive_encoding,
     nearest_position,
     offset_distance,
     offset_dot_product,
     round_significant,
 )
-from .models import SCHEMES, Block, PositionalTransformer, count_parameters
-from .probes import attention_score_terms, rope_pair_usage, train_offset_head, train_rope_head
+from .probes import (
+    ROPE_PROBE_TASKS,
+    attention_score_terms,
+    rope_pair_usage,
+    train_offset_head,
+    train_rope_head,
+)
 from .plotting import (
+    BOOK_RC,
     SCHEME_STYLES,
     book_style,
     plot_encoding_heatmap,
     plot_length_extrapolation,
+    plot_naive_candidates,
+    plot_noise_sweep,
+    plot_position_curves,
+    plot_scheme_bars,
+    plot_step_cost,
     use_book_style,
 )
-from .results import acc_key, pos_key, read_results, summarize, summarize_trials, to_numpy, write_results
+from .tasks import (
+    RELATIVE_TASKS,
+    TASK_DEFAULTS,
+    TASKS,
+    first_scored,
+    make_task_batch,
+    TaskBatch,
+)
+from .models import (
+    SCHEMES,
+    Block,
+    count_parameters,
+    PositionalTransformer,
+    random_positions,
+)
+from .training import (
+    CONTEXT_EXTENSIONS,
+    beyond_key,
+    config_dict,
+    context_extension,
+    evaluate_accuracy,
+    final_rows,
+    grid_summary,
+    run_trial,
+    RunConfig,
+    score_keys,
+    seeded,
+    train_model,
+    verdict,
+)
 from .tabular import (
-    TabularSplit,
-    TabularTransformer,
+    HIGH_FREQUENCY_SHAPES,
     best_by_validation,
     bootstrap_r2,
     diabetes_split,
@@ -49,53 +94,86 @@ from .tabular import (
     run_seeds,
     scores_by_model,
     sklearn_baselines,
+    TabularSplit,
+    TabularTransformer,
     validation_split,
     value_embedding_configs,
 )
-from .tasks import TASKS, TaskBatch, make_task_batch
-from .training import RunConfig, config_dict, evaluate_accuracy, run_trial, score_keys, seeded, train_model
+from .results import (
+    acc_key,
+    pos_key,
+    read_results,
+    summarize,
+    summarize_trials,
+    to_numpy,
+    write_results,
+)
 
 __all__ = [
-    # measurements and the numbers of the prose (chapters 2-3)
+    # measurements on the encodings and the numbers of the prose (chapters 1-3)
+    "NAIVE_KINDS",
+    "add_vs_concat_readout",
+    "band_noise_sweep",
     "decade_above",
+    "decode_offsets",
     "float32_encoding",
     "float32_row_error",
+    "linear_shift_residual",
     "min_distance_by_length",
     "min_distance_float32",
     "min_pairwise_distance",
+    "naive_encoding",
     "nearest_position",
     "offset_distance",
     "offset_dot_product",
     "round_significant",
     # probes of attention heads (chapter 4)
+    "ROPE_PROBE_TASKS",
     "attention_score_terms",
     "rope_pair_usage",
     "train_offset_head",
     "train_rope_head",
     # plotting
+    "BOOK_RC",
     "SCHEME_STYLES",
     "book_style",
     "plot_encoding_heatmap",
     "plot_length_extrapolation",
+    "plot_naive_candidates",
+    "plot_noise_sweep",
+    "plot_position_curves",
+    "plot_scheme_bars",
+    "plot_step_cost",
     "use_book_style",
-    # tasks, model and training loop (chapter 6)
-    "SCHEMES",
+    # synthetic tasks (chapter 6)
+    "RELATIVE_TASKS",
+    "TASK_DEFAULTS",
     "TASKS",
-    "Block",
-    "PositionalTransformer",
-    "RunConfig",
-    "TaskBatch",
-    "config_dict",
-    "count_parameters",
-    "evaluate_accuracy",
+    "first_scored",
     "make_task_batch",
+    "TaskBatch",
+    # the small causal transformer (chapter 6)
+    "SCHEMES",
+    "Block",
+    "count_parameters",
+    "PositionalTransformer",
+    "random_positions",
+    # seeded training, evaluation and the grid's summaries (chapter 6)
+    "CONTEXT_EXTENSIONS",
+    "beyond_key",
+    "config_dict",
+    "context_extension",
+    "evaluate_accuracy",
+    "final_rows",
+    "grid_summary",
     "run_trial",
+    "RunConfig",
     "score_keys",
     "seeded",
     "train_model",
+    "verdict",
     # tabular data, model and baselines (chapter 5)
-    "TabularSplit",
-    "TabularTransformer",
+    "HIGH_FREQUENCY_SHAPES",
     "best_by_validation",
     "bootstrap_r2",
     "diabetes_split",
@@ -110,9 +188,11 @@ __all__ = [
     "run_seeds",
     "scores_by_model",
     "sklearn_baselines",
+    "TabularSplit",
+    "TabularTransformer",
     "validation_split",
     "value_embedding_configs",
-    # results files and summaries
+    # results files and summaries over runs
     "acc_key",
     "pos_key",
     "read_results",

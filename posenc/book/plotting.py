@@ -13,6 +13,20 @@ import matplotlib as mpl
 
 from .results import acc_key
 
+__all__ = [
+    "BOOK_RC",
+    "SCHEME_STYLES",
+    "book_style",
+    "plot_encoding_heatmap",
+    "plot_length_extrapolation",
+    "plot_naive_candidates",
+    "plot_noise_sweep",
+    "plot_position_curves",
+    "plot_scheme_bars",
+    "plot_step_cost",
+    "use_book_style",
+]
+
 BOOK_RC: dict[str, object] = {
     "figure.facecolor": "white",
     "axes.facecolor": "white",
