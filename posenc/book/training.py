@@ -560,8 +560,10 @@ def grid_summary(
         solved: a seed counts as fitting the task when its ``acc_1x`` reaches this.
 
     Returns:
-        ``{(task, scheme, variant): {key: (mean, std, n), ..., "seeds": n, "solved": k,
-        "converged": k, "steps": mean steps, "lr": the learning rate}}``.
+        A dict keyed by ``(task, scheme, variant)``; each value is a dict holding
+        ``(mean, std, n)`` under every key of ``keys``, and the bookkeeping ``"seeds"``
+        (count), ``"solved"`` (seeds that fit), ``"converged"`` (seeds that stopped by
+        the patience rule), ``"steps"`` (mean steps) and ``"lr"`` (the learning rate).
 
     Example:
         >>> rows = [{"task": "t", "scheme": "s", "variant": "bos", "acc_1x": a, "steps": 400,
