@@ -277,3 +277,26 @@ def offset_or_positions(
     if not isinstance(offset, torch.SymInt) and not isinstance(seq, torch.SymInt) and offset + seq > max_len:
         raise ValueError(overflow(offset, seq))
     return offset, None
+
+
+def position_rows(
+    table: torch.Tensor,
+    x: torch.Tensor,
+    offset: object,
+    positions: object,
+    *,
+    check_values: bool | None,
+    overflow: Callable[[int, int], str],
+) -> torch.Tensor:
+    """The rows of an absolute position ``table`` ``(max_len, d)`` that ``x`` is to receive.
+
+    Shared by the sinusoidal and learned modules: ``x`` must be on the table's device;
+    ``offset``/``positions`` are resolved by :func:`offset_or_positions`; the result is
+    ``table[offset : offset + seq]`` or ``table[positions]`` (not cast to ``x``'s dtype).
+    """
+    if x.device != table.device:
+        raise ValueError(f"x must be on the module's device ({table.device}), got {x.device}")
+    offset, positions = offset_or_positions(
+        x, offset, positions, max_len=table.shape[0], check_values=check_values, overflow=overflow
+    )
+    return table[offset : offset + x.shape[-2]] if positions is None else table[positions]

@@ -12,7 +12,7 @@ from ._checks import (
     check_positive_float,
     check_sequence_input,
     check_size,
-    offset_or_positions,
+    position_rows,
 )
 
 
@@ -66,15 +66,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
         x = check_sequence_input("x", x, self.d_model)
-        if x.device != self.weight.device:
-            raise ValueError(f"x must be on the module's device ({self.weight.device}), got {x.device}")
-        offset, positions = offset_or_positions(
-            x, offset, positions, max_len=self.max_len, check_values=self.check_values, overflow=self._overflow
-        )
-        if positions is None:
-            table = self.weight[offset : offset + x.shape[-2]]
-        else:
-            table = self.weight[positions]
+        table = position_rows(self.weight, x, offset, positions, check_values=self.check_values, overflow=self._overflow)
         return x + table.to(x.dtype)
 
     def _overflow(self, offset: int, seq: int) -> str:

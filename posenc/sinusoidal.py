@@ -34,7 +34,7 @@ from ._checks import (
     check_probability,
     check_sequence_input,
     check_size,
-    offset_or_positions,
+    position_rows,
 )
 
 LAYOUTS = ("interleaved", "concatenated")
@@ -247,15 +247,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
         x = check_sequence_input("x", x, self.d_model)
-        if x.device != self.pe.device:
-            raise ValueError(f"x must be on the module's device ({self.pe.device}), got {x.device}")
-        offset, positions = offset_or_positions(
-            x, offset, positions, max_len=self.max_len, check_values=self.check_values, overflow=self._overflow
-        )
-        if positions is None:
-            table = self.pe[offset : offset + x.shape[-2]]
-        else:
-            table = self.pe[positions]
+        table = position_rows(self.pe, x, offset, positions, check_values=self.check_values, overflow=self._overflow)
         return self.dropout(x + table.to(x.dtype))
 
     def _overflow(self, offset: int, seq: int) -> str:
