@@ -83,6 +83,23 @@ def run_one(spec: dict) -> list[dict]:
     return rows
 
 
+def extends(old: dict, new: dict) -> bool:
+    """Whether protocol ``new`` only raises the step budget of ``old``.
+
+    A trial is deterministic given its seed, so under a larger budget every trial that
+    stopped by patience would stop at the same step with the same scores: it is kept.
+    Only the trials that reached the old budget have to be run again (from scratch).
+    """
+    same = {k: v for k, v in old.items() if k != "steps"} == {k: v for k, v in new.items() if k != "steps"}
+    return same and new["steps"] > old["steps"]
+
+
+def drop_budget_stopped(rows: list[dict]) -> tuple[list[dict], int]:
+    """The rows without the trials (all their checkpoints) whose last row says ``stop: budget``."""
+    rerun = {trial_key(r) for r in rows if r.get("final") and r.get("stop") == "budget"}
+    return [r for r in rows if trial_key(r) not in rerun], len(rerun)
+
+
 def choose_lr(tune_rows: list[dict]) -> float:
     """The learning rate with the best final in-distribution accuracy (ties within 0.005: fewer steps, then smaller lr)."""
     best = max(r["acc_1x"] for r in tune_rows)
@@ -125,9 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     meta: dict = {}
     if out is not None and out.exists():
         saved = res.read_results(out)
-        if saved.get("protocol", {}).get("shared") == shared:
+        old = saved.get("protocol", {}).get("shared")
+        if old == shared:
             rows, meta = saved.pop("rows"), saved
             print(f"resuming: {sum(1 for r in rows if r.get('final'))} trials in {out}", flush=True)
+        elif old is not None and extends(old, shared):
+            rows, meta = saved.pop("rows"), saved
+            rows, n_rerun = drop_budget_stopped(rows)
+            meta.setdefault("budget_history", []).append({"from": old["steps"], "to": shared["steps"], "rerun": n_rerun})
+            print(f"budget {old['steps']} -> {shared['steps']}: keeping the trials that stopped by patience, "
+                  f"re-running the {n_rerun} that stopped at the budget", flush=True)
         else:
             print(f"{out} holds another protocol: starting afresh", flush=True)
     done = {trial_key(r): r for r in rows if r.get("final")}
@@ -155,10 +179,17 @@ def main(argv: list[str] | None = None) -> int:
     def save(total: float, n_new: int) -> None:
         if out is None:
             return
-        chosen = {
-            "/".join(g): r["lr"] for g in groups for r in done.values()
-            if r["role"] == "main" and (r["task"], r["scheme"], r["variant"]) == g and r["seed"] == 0
-        }
+        chosen = {}
+        for g in groups:
+            tune = [done.get(trial_key(spec(g, "tune", args.tune_seed, lr))) for lr in args.lrs]
+            if all(tune):
+                chosen["/".join(g)] = choose_lr(tune)
+        # main trials at a rate that is no longer the chosen one (a re-run tuning trial
+        # changed the choice) are not part of the protocol: drop them
+        kept = [r for r in rows if r["role"] != "main" or chosen.get("/".join((r["task"], r["scheme"], r["variant"])), r["lr"]) == r["lr"]]
+        for key in [k for k, r in done.items() if r["role"] == "main" and chosen.get("/".join(k[:3]), r["lr"]) != r["lr"]]:
+            del done[key]
+        rows[:] = kept
         res.write_results(
             out,
             rows,
@@ -176,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seeds": args.seeds,
                 "selection": "highest final acc_1x of the tuning seed; within 0.005 of it: fewest steps, then smaller lr",
             },
+            budget_history=meta.get("budget_history", []),
             chosen_lr=chosen,
             versions={"torch": torch.__version__, "posenc": posenc.__version__, "python": platform.python_version()},
             sessions=sessions + [

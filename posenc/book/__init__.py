@@ -37,8 +37,13 @@ from .probes import (
 )
 from .plotting import (
     BOOK_RC,
+    COLUMN_WIDTH_IN,
+    MIN_FONT_PT,
+    PIXEL_DENSITY,
     SCHEME_STYLES,
     book_style,
+    figure_png,
+    figure_problems,
     plot_encoding_heatmap,
     plot_length_extrapolation,
     plot_naive_candidates,
@@ -135,8 +140,13 @@ __all__ = [
     "train_rope_head",
     # plotting
     "BOOK_RC",
+    "COLUMN_WIDTH_IN",
+    "MIN_FONT_PT",
+    "PIXEL_DENSITY",
     "SCHEME_STYLES",
     "book_style",
+    "figure_png",
+    "figure_problems",
     "plot_encoding_heatmap",
     "plot_length_extrapolation",
     "plot_naive_candidates",

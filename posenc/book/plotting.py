@@ -15,8 +15,13 @@ from .results import acc_key
 
 __all__ = [
     "BOOK_RC",
+    "COLUMN_WIDTH_IN",
+    "MIN_FONT_PT",
+    "PIXEL_DENSITY",
     "SCHEME_STYLES",
     "book_style",
+    "figure_png",
+    "figure_problems",
     "plot_encoding_heatmap",
     "plot_length_extrapolation",
     "plot_naive_candidates",
@@ -27,6 +32,18 @@ __all__ = [
     "use_book_style",
 ]
 
+#: The width of the book's text column in a desktop browser (1280 px window): 672 CSS
+#: pixels, i.e. 7 inches at the CSS 96 pixels per inch. Figures are drawn at this width
+#: so that they are shown at the size they were drawn, fonts included.
+COLUMN_WIDTH_IN = 7.0
+
+#: The smallest font size (points) a figure may use; at the column width it renders at
+#: this size on screen.
+MIN_FONT_PT = 9.0
+
+#: Pixels per CSS pixel of the figures' PNG (2: sharp on high-density screens).
+PIXEL_DENSITY = 2
+
 BOOK_RC: dict[str, object] = {
     "figure.facecolor": "white",
     "axes.facecolor": "white",
@@ -35,15 +52,91 @@ BOOK_RC: dict[str, object] = {
     "axes.labelcolor": "black",
     "xtick.color": "black",
     "ytick.color": "black",
-    "figure.dpi": 100,
+    "figure.dpi": 96,  # one figure inch = one CSS inch
+    "figure.figsize": (COLUMN_WIDTH_IN, 3.0),
     "font.size": 10,
+    "axes.titlesize": 10,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "legend.title_fontsize": 9,
+    "figure.titlesize": 11,
     "axes.grid": False,
     "image.cmap": "RdBu_r",
 }
 
 
+def figure_problems(fig) -> list[str]:
+    """What keeps ``fig`` from reading well in the book's column (empty when nothing).
+
+    A figure must be at most :data:`COLUMN_WIDTH_IN` wide (wider ones are shrunk by the
+    browser, fonts with them) and every visible text at least :data:`MIN_FONT_PT`.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots(figsize=(9, 3))
+        >>> _ = ax.set_title("tiny", fontsize=6)
+        >>> figure_problems(fig)  # doctest: +NORMALIZE_WHITESPACE
+        ['9.0 in wide (the column is 7.0 in)', "text 'tiny' at 6.0 pt (at least 9.0)"]
+        >>> plt.close(fig)
+    """
+    from matplotlib.text import Text
+
+    problems = []
+    width = fig.get_size_inches()[0]
+    if width > COLUMN_WIDTH_IN + 1e-6:
+        problems.append(f"{width:.1f} in wide (the column is {COLUMN_WIDTH_IN} in)")
+    for t in fig.findobj(Text):
+        if t.get_visible() and t.get_text().strip() and t.get_fontsize() < MIN_FONT_PT - 1e-6:
+            problems.append(f"text {t.get_text()[:30]!r} at {t.get_fontsize():.1f} pt (at least {MIN_FONT_PT})")
+    return problems
+
+
+def figure_png(fig, *, colors: int = 256) -> tuple[bytes, dict[str, int]]:
+    """``fig`` as a PNG at :data:`PIXEL_DENSITY` times its size, with its display size.
+
+    Returns ``(png_bytes, metadata)`` as an IPython formatter does:
+    ``metadata`` holds ``width`` and ``height`` in CSS pixels (half the
+    pixels), so the page shows the figure at the size it was drawn. The image is reduced
+    to a palette of ``colors`` colours (none of the book's figures needs more), which
+    keeps a doubled resolution at about the bytes of a plain one. Problems found by
+    :func:`figure_problems` are raised as a ``UserWarning``, so they show under the cell.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2), dpi=96)
+        >>> png, meta = figure_png(fig)
+        >>> png[:4], meta["width"] <= 672
+        (b'\x89PNG', True)
+        >>> plt.close(fig)
+    """
+    import io
+    import warnings
+
+    from PIL import Image
+
+    if not isinstance(colors, int) or isinstance(colors, bool) or not 2 <= colors <= 256:
+        raise ValueError(f"colors must be an int in [2, 256], got {colors!r}")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=PIXEL_DENSITY * fig.dpi, bbox_inches="tight", pad_inches=0.05)
+    for problem in figure_problems(fig):  # after drawing: tick labels exist only then
+        warnings.warn(f"figure not made for the book's column: {problem}", UserWarning, stacklevel=2)
+    image = Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
+    image = image.quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=True)
+    width, height = image.size
+    size = {"width": round(width / PIXEL_DENSITY), "height": round(height / PIXEL_DENSITY)}
+    return out.getvalue(), size
+
+
 def use_book_style() -> None:
-    """Apply the book's matplotlib style globally (call once at the top of a chapter).
+    """Apply the book's figure style (call once at the top of a chapter).
+
+    Sets the matplotlib parameters of :data:`BOOK_RC` and, inside IPython (a notebook or
+    the book's build), shows figures through :func:`figure_png`: twice the pixels, shown
+    at the size they were drawn. Outside IPython only the parameters change.
 
     Example:
         >>> use_book_style()
@@ -51,11 +144,24 @@ def use_book_style() -> None:
         'white'
     """
     mpl.rcParams.update(BOOK_RC)
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with the notebooks
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    from matplotlib.figure import Figure
+
+    formatters = shell.display_formatter.formatters
+    formatters["image/png"].for_type(Figure, figure_png)
+    for mime in ("image/svg+xml", "application/pdf", "image/jpeg"):
+        formatters[mime].type_printers.pop(Figure, None)
 
 
 @contextmanager
 def book_style() -> Iterator[None]:
-    """Context manager form of :func:`use_book_style` that restores the previous style."""
+    """Context manager form of :data:`BOOK_RC` (the parameters only), restoring the previous style."""
     with mpl.rc_context(BOOK_RC):
         yield
 
