@@ -153,6 +153,12 @@ def use_book_style() -> None:
         return
     from matplotlib.figure import Figure
 
+    # The inline backend (Jupyter) sets IPython's figure formatters when its module is
+    # imported, which matplotlib does lazily, at the first figure: import it now, so that
+    # the formatter set below is not replaced by the default one afterwards.
+    if mpl.get_backend(auto_select=False) in ("inline", "module://matplotlib_inline.backend_inline"):
+        import matplotlib_inline.backend_inline  # noqa: F401
+
     formatters = shell.display_formatter.formatters
     formatters["image/png"].for_type(Figure, figure_png)
     for mime in ("image/svg+xml", "application/pdf", "image/jpeg"):
