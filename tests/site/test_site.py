@@ -20,11 +20,18 @@ the light and once in the dark theme. It checks that
   localStorage) no page logs a console error, and each chapter page transfers at most
   2.5 MB, counting everything it loads (HTML, CSS, scripts, fonts, every image);
 * the interactive explorers (``book/explore.md``) respond: moving a slider redraws the
-  figure, with no console error and no off-site request.
+  figure, with no console error and no off-site request;
+* no display equation is cut at 1280 px (on any page), and no page shows LaTeX as text
+  (item 1);
+* at 1280 px at most a quarter of the code blocks of each chapter, and of all chapters
+  together, scroll sideways, collapsed (``hide-input``) cells measured opened (item 2);
+* every figure of the chapters is shown at 1280 px at the size it was drawn (not
+  shrunk), at twice the resolution, within the column and at least 3/4 of its width
+  (item 3; the fonts' 9 pt are checked in the notebooks by
+  ``tests/prose/test_notebook_layout.py``).
 
-It also measures, without asserting, what the chapters' authors fix in the notebooks:
-display equations cut off and code blocks that scroll sideways at 1280 px (printed by
-``test_site_summary``, run with ``-s``).
+The same layout is measured on a phone (390 px) and printed, not asserted; run with
+``-s`` to see every number.
 
 Which HTML it checks: the directory named by ``POSENC_SITE_DIR`` if set; otherwise
 ``_build/html`` if it is newer than every source of the book (CI builds the book right
@@ -190,8 +197,9 @@ class ColdReport:
     bytes_per_page: dict[str, int] = field(default_factory=dict)
     requests_per_page: dict[str, int] = field(default_factory=dict)
     biggest: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
-    layout: dict[str, dict] = field(default_factory=dict)  # measured, not asserted
+    layout: dict[str, dict] = field(default_factory=dict)  # _LAYOUT_JS at 1280 px
     layout_phone: dict[str, dict] = field(default_factory=dict)  # at 390 px, measured only
+    texts: dict[str, dict] = field(default_factory=dict)  # _TEXT_JS: text that may hold LaTeX
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -477,27 +485,108 @@ def _run_axe(page, name: str, theme: str, rep: SiteReport) -> None:
         (rep.axe_violations if AXE_ASSERTED.match(v["id"]) else rep.axe_other).append(line)
 
 
+# Item 1 (display equations) and item 2 (code blocks) of the reading issue, and the rendered
+# size of the chapters' figures (item 3), measured with every collapsed block of the
+# article open, as a reader opens it: code cells tagged hide-input sit in a
+# <details class="hide above-input"> ("Show code cell source", MyST-NB 1.x), solutions and
+# dropdowns in <details> too. A closed <details> lays out its content at zero size in some
+# browsers (and in others only when asked), so the script opens them, measures, and closes
+# them again. A code block counts when it is shown (opened); an equation is cut when its
+# formula, or its container with the equation number, is wider than its box (it scrolls
+# or overflows).
 _LAYOUT_JS = """
 () => {
-  const cut = [];
-  const eqs = document.querySelectorAll('mjx-container[display="true"]');
-  for (const c of eqs) {
-    const m = c.querySelector('mjx-math');
-    const box = c.closest('div.math') || c.parentElement;
-    if (!m || !box) continue;
-    const w = m.getBoundingClientRect().width, bw = box.getBoundingClientRect().width;
-    if (w > bw + 1 || c.scrollWidth > c.clientWidth + 1 || box.scrollWidth > box.clientWidth + 1) {
-      const no = box.querySelector('.eqno');
-      cut.push((no ? no.textContent.replace(/[^0-9.()]/g, '') : box.id || '?') +
-               ` ${Math.round(w)}>${Math.round(bw)}px`);
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') ||
+                  document.body;
+  const closed = Array.from(article.querySelectorAll('details:not([open])'));
+  for (const d of closed) d.open = true;
+  try {
+    const cut = [];
+    const eqs = document.querySelectorAll('mjx-container[display="true"]');
+    for (const c of eqs) {
+      const m = c.querySelector('mjx-math');
+      const box = c.closest('div.math') || c.parentElement;
+      if (!m || !box) continue;
+      const w = m.getBoundingClientRect().width, bw = box.getBoundingClientRect().width;
+      if (w > bw + 1 || c.scrollWidth > c.clientWidth + 1 || box.scrollWidth > box.clientWidth + 1) {
+        const no = box.querySelector('.eqno');
+        cut.push({number: no ? no.textContent.replace(/[^0-9.()]/g, '') : '',
+                  id: box.id || (box.closest('[id]') || {}).id || '',
+                  formula: Math.round(w), box: Math.round(bw),
+                  scroll: Math.round(Math.max(c.scrollWidth - c.clientWidth,
+                                              box.scrollWidth - box.clientWidth))});
+      }
     }
+    const blocks = [];
+    for (const p of article.querySelectorAll('div.highlight pre')) {
+      if (p.getClientRects().length === 0) continue;  // not shown (e.g. display: none)
+      const kind = p.closest('.cell_output, div.output') ? 'output' :
+                   p.closest('.cell_input') ? 'input' : 'prose';
+      const longest = p.textContent.split('\\n').reduce((a, b) => b.length > a.length ? b : a, '');
+      blocks.push({kind, collapsed: closed.some(d => d.contains(p)),
+                   scrolls: p.scrollWidth > p.clientWidth + 1,
+                   over: p.scrollWidth - p.clientWidth, width: p.clientWidth,
+                   chars: longest.length, line: longest.trim().slice(0, 50)});
+    }
+    const cs = getComputedStyle(article);
+    const column = article.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+    const figures = [];
+    for (const img of article.querySelectorAll('img')) {
+      if (img.naturalWidth <= 100 || img.getClientRects().length === 0) continue;  // icons
+      const attr = (img.getAttribute('width') || '').trim();
+      let intended = null;
+      if (/^[0-9.]+(px)?$/.test(attr)) intended = parseFloat(attr);
+      else if (/^[0-9.]+px$/.test(img.style.width)) intended = parseFloat(img.style.width);
+      const holder = img.closest('figure[id]') || img.closest('[id]');
+      figures.push({id: holder ? holder.id : '', src: (img.getAttribute('src') || '').split('/').pop(),
+                    rendered: img.getBoundingClientRect().width, intended,
+                    natural: img.naturalWidth, collapsed: closed.some(d => d.contains(img))});
+    }
+    return {display_equations: eqs.length, cut_equations: cut, code_blocks: blocks.length,
+            scrolling_code_blocks: blocks.filter(b => b.scrolls).length, blocks,
+            column, figures};
+  } finally {
+    for (const d of closed) d.open = false;
   }
-  const pres = Array.from(document.querySelectorAll('div.highlight pre'));
-  const scrolling = pres.filter(p => p.scrollWidth > p.clientWidth + 1).length;
-  return {display_equations: eqs.length, cut_equations: cut, code_blocks: pres.length,
-          scrolling_code_blocks: scrolling};
 }
 """
+
+
+# Item 1 (no raw LaTeX in visible text): every text node of the page outside math and
+# code that could hold LaTeX (the Python side applies RAW_LATEX), and the page title.
+# A formula MathJax rendered (a .math element holding an mjx-container) is skipped; one
+# it did not render is text the reader sees, and is checked.
+_TEXT_JS = r"""
+() => {
+  const skip = 'mjx-container, script, style, pre, code, kbd, samp, textarea, noscript, svg, math';
+  const texts = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const t = n.nodeValue;
+    if (!/[\\^_$]/.test(t)) continue;
+    const el = n.parentElement;
+    if (!el || el.closest(skip)) continue;
+    const math = el.closest('.math');
+    if (math && math.querySelector('mjx-container')) continue;
+    const holder = el.closest('[id]');
+    texts.push({text: t.replace(/\s+/g, ' ').trim().slice(0, 200),
+                where: holder ? holder.id : el.tagName.toLowerCase(),
+                shown: el.getClientRects().length > 0});
+  }
+  return {title: document.title, texts};
+}
+"""
+
+# A LaTeX command (\sqrt, \text, \frac, \mathrm, \cdot, \le, \in, and \_ \{ \, ...), a
+# super- or subscript group (^{, _{), display-math delimiters ($$, \[, \() or inline
+# math left in dollars ($d$, $x_i$): what a reader sees when math is written as text or
+# not rendered.
+RAW_LATEX = re.compile(
+    r"\\(?:[A-Za-z]+|[_{}%&#$,;:!|\[\]()])"
+    r"|[\^_]\{"
+    r"|\$\$"
+    r"|(?<![\w$])\$[A-Za-z\\][^$\n]{0,60}?\$(?![\w$])"
+)
 
 
 def _site_file(html: Path, url: str, base: str) -> Path | None:
@@ -548,6 +637,7 @@ def _cold_crawl(browser, base: str, html: Path) -> ColdReport:
         except Exception:  # noqa: BLE001 - the sizes so far are still a lower bound
             pass
         rep.layout[name] = page.evaluate(_LAYOUT_JS)
+        rep.texts[name] = page.evaluate(_TEXT_JS)
         rep.bytes_per_page[name] = sum(loaded.values())
         rep.requests_per_page[name] = len(loaded)
         rep.biggest[name] = sorted(((v, k) for k, v in loaded.items()), reverse=True)[:6]
@@ -701,19 +791,6 @@ def test_chapter_pages_are_light(cold: ColdReport):
     print("\ncold load per page (bytes, requests):")
     for name, size in sorted(cold.bytes_per_page.items()):
         print(f"  {name}: {size / 1e6:.2f} MB in {cold.requests_per_page[name]} requests")
-    print("layout at 1280 px (measured, not asserted):")
-    for name, lay in sorted(cold.layout.items()):
-        if lay["display_equations"] or lay["code_blocks"]:
-            print(
-                f"  {name}: {len(lay['cut_equations'])}/{lay['display_equations']} display equations cut "
-                f"{lay['cut_equations']}; {lay['scrolling_code_blocks']}/{lay['code_blocks']} code blocks scroll"
-            )
-    print("layout at 390 px (a phone; measured, not asserted):")
-    for name, lay in sorted(cold.layout_phone.items()):
-        print(
-            f"  {name}: {len(lay['cut_equations'])}/{lay['display_equations']} display equations cut; "
-            f"{lay['scrolling_code_blocks']}/{lay['code_blocks']} code blocks scroll"
-        )
     assert len(chapters) >= 6, sorted(cold.bytes_per_page)
     heavy = [
         f"{k}: {v / 1e6:.2f} MB; largest: {[(round(s / 1e6, 2), u) for s, u in cold.biggest[k]]}"
@@ -721,6 +798,155 @@ def test_chapter_pages_are_light(cold: ColdReport):
         if v > MAX_CHAPTER_BYTES
     ]
     assert not heavy, _fmt(heavy)
+
+
+# ----------------------------------------------------------------------------- layout
+# Item 2: at most this share of the code blocks of a chapter (and of the whole book)
+# scrolls sideways at 1280 px.
+MAX_SCROLLING_SHARE = 0.25
+
+# Item 3: the figures of the chapters are drawn for the column (posenc.book.use_book_style
+# shows each as a PNG at twice the pixels, with its drawn size as width/height metadata,
+# which MyST-NB writes as the <img> width).
+NOT_SHRUNK = 0.97  # rendered width >= this times the width it was drawn at
+MIN_DENSITY = 1.9  # image pixels >= this times the rendered width (2x PNGs)
+MIN_COLUMN_SHARE = 0.75  # rendered width >= this times the column
+
+
+def _chapter_pages(per_page: dict) -> dict:
+    return {k: v for k, v in sorted(per_page.items()) if k.startswith("notebooks/")}
+
+
+def _eq(c: dict) -> str:
+    label = f"equation {c['number']}" if c["number"] else f"equation #{c['id'] or '?'} (unnumbered)"
+    return (f"{label}: formula {c['formula']} px wide in a {c['box']} px box; "
+            f"with its number it overflows by {c['scroll']} px")
+
+
+def test_no_display_equation_cut(cold: ColdReport):
+    """Item 1: at 1280 px no display equation of any page is cut: neither the formula nor
+    the formula with its equation number is wider than the box it sits in (which then
+    scrolls sideways or spills over). The numbers on a phone (390 px) are printed."""
+    print("\ndisplay equations cut at 1280 px (cut/all):")
+    for name, lay in sorted(cold.layout.items()):
+        if lay["display_equations"]:
+            print(f"  {name}: {len(lay['cut_equations'])}/{lay['display_equations']}")
+    print("display equations cut at 390 px (a phone; measured, not asserted):")
+    for name, lay in sorted(cold.layout_phone.items()):
+        cut = ", ".join(f"{c['number'] or '#' + c['id']} ({c['formula']}>{c['box']})" for c in lay["cut_equations"])
+        print(f"  {name}: {len(lay['cut_equations'])}/{lay['display_equations']} {cut}")
+    assert len(cold.layout) >= 10, sorted(cold.layout)
+    cut = [f"{name}: {_eq(c)}" for name, lay in sorted(cold.layout.items()) for c in lay["cut_equations"]]
+    assert not cut, f"{len(cut)} display equations cut at 1280 px:\n" + _fmt(cut, limit=60)
+
+
+def test_code_blocks_fit(cold: ColdReport):
+    """Item 2: at 1280 px at most a quarter of the code blocks of each chapter page, and
+    of all chapters together, scroll sideways. A code block is every block of code the
+    reader can see: the input of each code cell that is shown, collapsed ones
+    (``hide-input``, measured opened) included, and code blocks written in the text; a
+    cell's printed output is measured and printed, not counted. (A code cell tagged
+    ``hide-input`` sits inside the toggle's box, 18 px narrower than a plain cell: 75
+    monospace characters fit there, 77 in a plain cell.)"""
+    chapters = _chapter_pages(cold.layout)
+    assert len(chapters) >= 6, sorted(cold.layout)
+    too_many, total, total_scrolling = [], 0, 0
+    print("\ncode blocks scrolling sideways at 1280 px (scrolling/shown):")
+    for name, lay in chapters.items():
+        code = [b for b in lay["blocks"] if b["kind"] != "output"]
+        outputs = [b for b in lay["blocks"] if b["kind"] == "output"]
+        scrolling = [b for b in code if b["scrolls"]]
+        total += len(code)
+        total_scrolling += len(scrolling)
+        print(
+            f"  {name}: code {len(scrolling)}/{len(code)} "
+            f"({sum(b['collapsed'] for b in scrolling)} of them collapsed, e.g. hide-input); "
+            f"outputs {sum(b['scrolls'] for b in outputs)}/{len(outputs)} (not counted)"
+        )
+        if len(scrolling) > MAX_SCROLLING_SHARE * len(code):
+            lines = "\n".join(
+                f"    {b['kind']}{' (collapsed)' if b['collapsed'] else ''}: {b['chars']} characters, "
+                f"{b['over']} px too wide for {b['width']} px: {b['line']!r}"
+                for b in scrolling
+            )
+            too_many.append(f"{name}: {len(scrolling)} of {len(code)} code blocks scroll sideways "
+                            f"(at most {int(MAX_SCROLLING_SHARE * len(code))}):\n{lines}")
+    for name, lay in sorted(cold.layout_phone.items()):
+        code = [b for b in lay["blocks"] if b["kind"] != "output"]
+        print(f"  at 390 px (a phone; not asserted) {name}: {sum(b['scrolls'] for b in code)}/{len(code)}")
+    print(f"  all chapters at 1280 px: {total_scrolling}/{total}")
+    assert total > 0, "no code block found in the chapters"
+    assert not too_many, "\n".join(too_many)
+    assert total_scrolling <= MAX_SCROLLING_SHARE * total, (
+        f"{total_scrolling} of the {total} code blocks of the chapters scroll sideways "
+        f"(at most a quarter)"
+    )
+
+
+def test_no_raw_latex_in_text(cold: ColdReport):
+    """Item 1: no page shows LaTeX as text: no text outside math and code (rendered
+    formulas, <pre>, <code>, scripts and styles are skipped; a formula MathJax did not
+    render is not) and no page title holds a LaTeX command (\\sqrt, \\text, \\frac,
+    \\cdot, \\_ ...), a super- or subscript group (^{, _{) or math left between dollars."""
+    assert len(cold.texts) >= 10, sorted(cold.texts)
+    offenders = []
+    for name, got in sorted(cold.texts.items()):
+        if RAW_LATEX.search(got["title"]):
+            offenders.append(f"{name}: page title {got['title']!r}")
+        for t in got["texts"]:
+            m = RAW_LATEX.search(t["text"])
+            if m:
+                shown = "" if t["shown"] else " (hidden)"
+                offenders.append(f"{name} #{t['where']}{shown}: {m.group(0)!r} in {t['text'][:160]!r}")
+    print(f"\nraw LaTeX in the text: {len(offenders)} places")
+    assert not offenders, f"raw LaTeX shown as text in {len(offenders)} places:\n" + _fmt(offenders, limit=60)
+
+
+def test_figures_drawn_for_the_column(cold: ColdReport):
+    """Item 3 (rendered size): at 1280 px every figure of every chapter (an image of the
+    article more than 100 pixels wide) is shown
+
+    * at the size it was drawn: at least 97% of its intended width (the <img> width that
+      MyST-NB writes from the PNG's width metadata), so its fonts render at the point
+      size they were drawn at, not shrunk;
+    * at twice the resolution: the image has at least 1.9 image pixels per CSS pixel;
+    * within the column (not wider than it), and drawn for it: at least 75% of its width.
+
+    Fonts: ``posenc.book.use_book_style`` warns ("figure not made for the book's column")
+    on any figure wider than the column or with text under 9 pt when the figure is drawn,
+    and ``tests/prose/test_notebook_layout.py`` asserts that no such warning is in the
+    notebooks' outputs. On a phone (390 px) the figures are measured and printed only."""
+    chapters = _chapter_pages(cold.layout)
+    assert len(chapters) >= 6, sorted(cold.layout)
+    problems, n = [], 0
+    print("\nfigures at 1280 px (rendered/intended CSS px, image px, column):")
+    for name, lay in chapters.items():
+        column = lay["column"]
+        for f in lay["figures"]:
+            n += 1
+            r, want, natural = f["rendered"], f["intended"], f["natural"]
+            label = f"{name} #{f['id'] or f['src']}"
+            print(f"  {label}: {r:.0f}/{want} px, {natural} px, column {column:.0f}")
+            if want is None:
+                problems.append(f"{label}: no width on the image (the PNG has no width metadata); "
+                                f"shown {r:.0f} px wide, {natural} image px")
+            elif r < NOT_SHRUNK * want:
+                problems.append(f"{label}: drawn {want:.0f} px wide, shown at {r:.0f} px "
+                                f"(shrunk to {r / want:.0%}, fonts with it)")
+            if natural < MIN_DENSITY * r:
+                problems.append(f"{label}: {natural} image px for {r:.0f} px shown "
+                                f"({natural / r:.2f}x, want 2x)")
+            if r > column + 1:
+                problems.append(f"{label}: {r:.0f} px wide, the column is {column:.0f} px")
+            elif r < MIN_COLUMN_SHARE * column:
+                problems.append(f"{label}: {r:.0f} px wide, under {MIN_COLUMN_SHARE:.0%} of the "
+                                f"{column:.0f} px column")
+    print("figures at 390 px (a phone; rendered/intended: the scale of their fonts):")
+    for name, lay in _chapter_pages(cold.layout_phone).items():
+        scales = [f"{f['rendered'] / f['intended']:.2f}" if f["intended"] else "?" for f in lay["figures"]]
+        print(f"  {name} (column {lay['column']:.0f} px): {', '.join(scales)}")
+    assert n > 0, "no figure found in the chapters"
+    assert not problems, f"{len(problems)} figure problems:\n" + _fmt(problems, limit=60)
 
 
 # ----------------------------------------------------------------------------- explorers
