@@ -287,7 +287,7 @@ def plot_encoding_heatmap(ax, table, *, transpose: bool = False, colorbar: bool 
 # --- chapters 2-3: design candidates and the noise sweep ----------------------------------
 
 
-def plot_noise_sweep(sigmas, sweep: dict, *, figsize: tuple[float, float] = (7.0, 3.2)):
+def plot_noise_sweep(sigmas, sweep: dict, *, figsize: tuple[float, float] = (COLUMN_WIDTH_IN, 3.2)):
     """Two panels for :func:`posenc.book.analysis.band_noise_sweep`: exact rate and median error.
 
     Absolute decoding is drawn solid and relative decoding dashed, one colour per band.
@@ -334,7 +334,7 @@ def plot_noise_sweep(sigmas, sweep: dict, *, figsize: tuple[float, float] = (7.0
     right.set_ylabel("median error (positions)")
     right.set_yscale("symlog", linthresh=1)
     right.set_ylim(bottom=0)
-    left.legend(fontsize=7, frameon=False)
+    left.legend(frameon=False)
     fig.tight_layout()
     return fig
 
@@ -409,7 +409,7 @@ def plot_scheme_bars(
             mean, std, n = summary[(task, scheme, variant)][key]
             x = k - 0.4 + width * (j + 0.5)
             if not n:
-                ax.text(x, 0.02, "n/a", ha="center", va="bottom", fontsize=7, rotation=90)
+                ax.text(x, 0.02, "n/a", ha="center", va="bottom", fontsize=MIN_FONT_PT, rotation=90)
                 continue
             ax.bar(
                 x,
