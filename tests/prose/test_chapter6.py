@@ -208,3 +208,26 @@ def test_every_glued_name_in_the_prose_is_stored_in_the_notebook(notebook):
             used |= set(re.findall(r"\{glue:text\}`([^`:]+)", text))
             used |= set(re.findall(r"```\{glue:figure\} (\S+)", text))
     assert used and used <= stored, sorted(used - stored)
+
+
+def test_every_group_stopped_by_the_rule_and_the_slow_climbers_plateau_below_fitting():
+    """Issue 12's done criterion, and the caveat of the results section: every (task,
+    scheme, variant) group converged (stopped by patience, or its last two evaluations
+    within 0.01 at the budget); the slow climbers without BOS gained from the larger
+    budget and still stopped short of fitting."""
+    saved = _saved()
+    g = _grid()
+    assert all(e["converged"] == e["seeds"] == 5 for e in g.values())
+    history = saved["budget_history"]
+    assert history and history[0]["to"] == saved["protocol"]["shared"]["steps"] > history[0]["from"]
+    first = history[0]["from"]
+    for s in ("none", "alibi", "randomized"):
+        main = [r for r in saved["rows"] if r["role"] == "main" and (r["task"], r["scheme"], r["variant"])
+                == ("offset_copy", s, "plain")]
+        at_first = {}
+        for r in sorted(main, key=lambda r: r["steps"]):
+            if r["steps"] <= first:
+                at_first[r["seed"]] = r["acc_1x"]
+        final = _m(g, "offset_copy", s, "plain", "acc_1x")
+        assert g[("offset_copy", s, "plain")]["steps"] > first
+        assert book.summarize(list(at_first.values()))[0] < final < 0.95
