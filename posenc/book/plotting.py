@@ -32,8 +32,8 @@ __all__ = [
     "use_book_style",
 ]
 
-#: The width of the book's text column in a desktop browser (1280 px window): 672 CSS
-#: pixels, i.e. 7 inches at the CSS 96 pixels per inch. Figures are drawn at this width
+#: The width of the book's text column in inches, in a desktop browser with a 1280-px
+#: window, 672 CSS pixels at the CSS 96 pixels per inch. Figures are drawn at this width
 #: so that they are shown at the size they were drawn, fonts included.
 COLUMN_WIDTH_IN = 7.0
 
@@ -41,7 +41,8 @@ COLUMN_WIDTH_IN = 7.0
 #: this size on screen.
 MIN_FONT_PT = 9.0
 
-#: Pixels per CSS pixel of the figures' PNG (2: sharp on high-density screens).
+#: How many PNG pixels the figures have per CSS pixel, 2 for sharp figures on
+#: high-density screens.
 PIXEL_DENSITY = 2
 
 BOOK_RC: dict[str, object] = {
