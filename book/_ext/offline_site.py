@@ -73,6 +73,13 @@ _ICON_NAME = re.compile(r"\bfa-[a-z0-9]+(?:-[a-z0-9]+)*")
 _SEARCH_SCRIPTS = re.compile(
     r"[ \t]*<script\b[^>]*\bsrc=\"[^\"]*(?:_static/searchtools\.js|_static/language_data\.js|searchindex\.js)\"[^>]*></script>\n?"
 )
+# MyST-NB's toggles of hidden code ("Show code cell source") carry the aria-label "Toggle
+# hidden content", which differs from the text they show (axe: label-content-name-mismatch,
+# WCAG 2.5.3): without it, their accessible name is the text a reader sees.
+_TOGGLE_LABEL = re.compile(r'(<summary\b[^>]*?) aria-label="Toggle hidden content"')
+# The theme's search field shows "Search... Ctrl+K" under the aria-label "Search": the
+# same rule; without the label, its name is what it shows.
+_SEARCH_LABEL = re.compile(r'(<button\b[^>]*\bsearch-button-field\b[^>]*?) aria-label="Search"')
 _FONTAWESOME_JS = re.compile(r"[ \t]*<script\b[^>]*\bsrc=\"[^\"]*_static/scripts/fontawesome\.js[^\"]*\"[^>]*></script>\n?")
 
 _THEBE_CONFIG = re.compile(
@@ -171,6 +178,8 @@ def _rewrite_pages(outdir: Path, drop_search: bool) -> None:
             continue
         text = page.read_text(encoding="utf-8")
         new = _FONTAWESOME_JS.sub("", text)
+        new = _TOGGLE_LABEL.sub(r"\1", new)
+        new = _SEARCH_LABEL.sub(r"\1", new)
         if drop_search and rel.as_posix() != "search.html":
             new = _SEARCH_SCRIPTS.sub("", new)
         if new != text:
