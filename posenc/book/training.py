@@ -25,7 +25,7 @@ from torch import nn
 
 from .._checks import check_choice, check_int
 from .models import SCHEMES, PositionalTransformer, count_parameters, random_positions
-from .results import acc_key, pos_key
+from .results import acc_key, pos_key, summarize
 from .tasks import TASKS, first_scored, make_task_batch
 
 __all__ = [
@@ -547,6 +547,33 @@ def final_rows(saved: dict, *, role: str = "main") -> list[dict]:
     if not isinstance(saved, dict) or not isinstance(saved.get("rows"), list):
         raise TypeError("saved must be a results dict with a list 'rows'")
     return [r for r in saved["rows"] if r.get("final") and r.get("role") == role]
+
+
+def accuracy_at_step(saved: dict, group: tuple[str, str, str], step: int, *, key: str = "acc_1x") -> float:
+    """The mean over a group's main seeds of ``key`` at training step ``step``.
+
+    Each seed contributes its checkpoint at ``step``, or its last one before it (a seed
+    that stopped earlier keeps its final score): what the group had reached had the
+    budget been ``step``. ``group`` is ``(task, scheme, variant)``; nan if no seed has
+    a checkpoint at or before ``step``.
+
+    Example:
+        >>> rows = [{"role": "main", "task": "t", "scheme": "s", "variant": "v", "seed": k,
+        ...          "steps": n, "acc_1x": a} for k, n, a in [(0, 200, 0.5), (0, 400, 0.7), (1, 200, 0.9)]]
+        >>> accuracy_at_step({"rows": rows}, ("t", "s", "v"), 400)
+        0.8
+    """
+    if not isinstance(saved, dict) or not isinstance(saved.get("rows"), list):
+        raise TypeError("saved must be a results dict with a list 'rows'")
+    if not (isinstance(group, tuple) and len(group) == 3 and all(isinstance(g, str) for g in group)):
+        raise TypeError(f"group must be a (task, scheme, variant) tuple of str, got {group!r}")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"step must be a non-negative int, got {step!r}")
+    reached: dict[int, float] = {}
+    for r in sorted(saved["rows"], key=lambda r: r["steps"]):
+        if r.get("role") == "main" and (r["task"], r["scheme"], r["variant"]) == group and r["steps"] <= step:
+            reached[r["seed"]] = r[key]
+    return summarize(list(reached.values()))[0]
 
 
 def grid_summary(

@@ -144,3 +144,22 @@ def test_results_io_bad_input(tmp_path):
         read_results(path)
     with pytest.raises(FileNotFoundError):
         read_results(tmp_path / "missing.json")
+
+
+def test_accuracy_at_step_takes_each_seed_at_or_before_the_step():
+    from posenc.book.training import accuracy_at_step
+
+    rows = [
+        {"role": "main", "task": "t", "scheme": "s", "variant": "v", "seed": k, "steps": n, "acc_1x": a}
+        for k, n, a in [(0, 400, 0.75), (0, 200, 0.5), (1, 200, 0.25)]
+    ] + [{"role": "tune", "task": "t", "scheme": "s", "variant": "v", "seed": 9, "steps": 200, "acc_1x": 1.0}]
+    saved = {"rows": rows}
+    assert accuracy_at_step(saved, ("t", "s", "v"), 200) == 0.375  # tuning rows ignored
+    assert accuracy_at_step(saved, ("t", "s", "v"), 10_000) == 0.5  # seed 1 keeps its final score
+    assert math.isnan(accuracy_at_step(saved, ("t", "s", "v"), 100))
+    with pytest.raises(ValueError, match="step"):
+        accuracy_at_step(saved, ("t", "s", "v"), -1)
+    with pytest.raises(TypeError, match="group"):
+        accuracy_at_step(saved, ["t", "s", "v"], 200)
+    with pytest.raises(TypeError, match="saved"):
+        accuracy_at_step([], ("t", "s", "v"), 200)
