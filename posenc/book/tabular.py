@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._checks import check_choice, check_int, check_positive_float
+from .._checks import check_bool, check_choice, check_int, check_positive_float
 from ..tabular import (
     ColumnEmbedding,
     FeatureTokenizer,
@@ -36,6 +37,18 @@ from ..tabular import (
 from .models import Block
 from .results import to_numpy
 from .training import seeded
+from ._validate import (
+    as_finite_array,
+    check_callable,
+    check_key,
+    check_module,
+    check_names,
+    check_real,
+    check_rows,
+    check_seed,
+    check_split,
+    check_tensor,
+)
 
 __all__ = [
     "HIGH_FREQUENCY_SHAPES",
@@ -77,6 +90,27 @@ class TabularSplit:
     y_test: torch.Tensor
     feature_names: list[str]
     name: str
+
+    def __post_init__(self) -> None:
+        for field in ("x_train", "y_train", "x_test", "y_test"):
+            if not isinstance(getattr(self, field), torch.Tensor):
+                raise TypeError(f"{field} must be a torch.Tensor, got {type(getattr(self, field)).__name__}")
+        if self.x_train.ndim != 2:
+            raise ValueError(f"x_train must have shape (n_train, n_features), got {tuple(self.x_train.shape)}")
+        if self.x_test.ndim != 2 or self.x_test.shape[1] != self.x_train.shape[1]:
+            raise ValueError(
+                f"x_test must have shape (n_test, {self.x_train.shape[1]}) like x_train, got {tuple(self.x_test.shape)}"
+            )
+        for y, x in (("y_train", "x_train"), ("y_test", "x_test")):
+            if tuple(getattr(self, y).shape) != (getattr(self, x).shape[0],):
+                raise ValueError(
+                    f"{y} must have shape ({getattr(self, x).shape[0]},), one target per row of {x}, "
+                    f"got {tuple(getattr(self, y).shape)}"
+                )
+        if isinstance(self.feature_names, str) or len(self.feature_names) != self.x_train.shape[1]:
+            raise ValueError(
+                f"feature_names must name the {self.x_train.shape[1]} columns of x_train, got {self.feature_names!r}"
+            )
 
     @property
     def n_features(self) -> int:
@@ -120,9 +154,9 @@ def feature_identity_task(n_train: int = 1024, n_test: int = 1024, n_features: i
         >>> data.x_train.shape, data.y_test.shape
         (torch.Size([8, 4]), torch.Size([8]))
     """
-    n_train, n_test = check_int("n_train", n_train, minimum=2), check_int("n_test", n_test)
+    n_train, n_test = check_int("n_train", n_train, minimum=2), check_int("n_test", n_test, minimum=2)
     n_features = check_int("n_features", n_features, minimum=2)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed("seed", seed))
     x = rng.standard_normal((n_train + n_test, n_features))
     y = x[:, 0] - x[:, 1]
     names = [f"x{j + 1}" for j in range(n_features)]
@@ -175,11 +209,12 @@ def high_frequency_task(
         >>> high_frequency_task(16, 16, shape="chirp").name
         'y = sin(pi 3 (x1 + 1)^2) + x2'
     """
-    n_train, n_test = check_int("n_train", n_train, minimum=2), check_int("n_test", n_test)
+    n_train, n_test = check_int("n_train", n_train, minimum=2), check_int("n_test", n_test, minimum=2)
     n_features = check_int("n_features", n_features, minimum=2)
     frequency = check_positive_float("frequency", frequency)
+    noise = check_real("noise", noise, low=0.0)
     shape = check_choice("shape", shape, HIGH_FREQUENCY_SHAPES)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed("seed", seed))
     x = rng.uniform(-1.0, 1.0, (n_train + n_test, n_features))
     if shape == "sine":
         g, name = np.sin(2 * np.pi * frequency * x[:, 0]), f"y = sin(2 pi {frequency:g} x1) + x2"
@@ -209,12 +244,17 @@ def diabetes_split(test_fraction: float = 0.25, *, seed: int = 0) -> TabularSpli
     """
     from sklearn.datasets import load_diabetes
 
-    if not 0.0 < float(test_fraction) < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    test_fraction = check_real("test_fraction", test_fraction, low=0.0, high=1.0, low_open=True, high_open=True)
+    seed = check_seed("seed", seed)
     bunch = load_diabetes(scaled=False)
     x, y = np.asarray(bunch.data, dtype=np.float64), np.asarray(bunch.target, dtype=np.float64)
     order = np.random.default_rng(seed).permutation(len(y))
     n_train = len(y) - int(round(test_fraction * len(y)))
+    if not 2 <= n_train <= len(y) - 2:
+        raise ValueError(
+            f"test_fraction={test_fraction} leaves {n_train} training and {len(y) - n_train} test rows of {len(y)}; "
+            "both parts need at least 2"
+        )
     return _standardised_split(x[order], y[order], n_train, list(bunch.feature_names), "diabetes (scikit-learn)")
 
 
@@ -225,7 +265,8 @@ def r2_score(y_true: object, y_pred: object) -> float:
         >>> r2_score([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
         1.0
     """
-    yt, yp = to_numpy(y_true).ravel(), to_numpy(y_pred).ravel()
+    yt = as_finite_array("y_true", y_true, min_size=2).ravel()
+    yp = as_finite_array("y_pred", y_pred).ravel()
     if yt.shape != yp.shape:
         raise ValueError(f"y_true and y_pred must have the same length, got {yt.shape} and {yp.shape}")
     sst = float(((yt - yt.mean()) ** 2).sum())
@@ -344,15 +385,36 @@ def fit_regressor(
         >>> sorted(scores)
         ['best_step', 'final_loss', 'stopped_step', 'test_r2', 'train_r2', 'val_r2']
     """
+    check_callable("make_model", make_model)
+    data = check_split("data", data)
+    seed = check_seed("seed", seed)
     steps = check_int("steps", steps)
+    lr = check_real("lr", lr, low=0.0, low_open=True)
+    weight_decay = check_real("weight_decay", weight_decay, low=0.0)
+    if batch_size is not None:
+        batch_size = check_int("batch_size", batch_size)
     eval_every = check_int("eval_every", eval_every)
     if patience is not None:
         patience = check_int("patience", patience)
+    curve, return_model = check_bool("curve", curve), check_bool("return_model", return_model)
     if curve and validation is None:
         raise ValueError("curve=True needs validation=n (the curve is measured on the validation rows)")
     train, val = _split_validation(data, validation)
     with seeded(seed):
-        model = make_model().to(train.x_train.dtype)
+        model = make_model()
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"make_model must return a torch.nn.Module, got {type(model).__name__}")
+    model = model.to(train.x_train.dtype)
+    try:
+        model.eval()  # a shape check only: no dropout draw, no batch statistics
+        with torch.no_grad():
+            out_shape = tuple(model(train.x_train[:2]).shape)
+    except (RuntimeError, ValueError, TypeError, IndexError) as err:
+        raise ValueError(
+            f"make_model builds a model that cannot take rows of {data.n_features} features: {err}"
+        ) from err
+    if out_shape not in ((2,), (2, 1)):
+        raise ValueError(f"make_model must build a model mapping (batch, n_features) to (batch, 1), got {out_shape}")
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(seed)
     n = train.x_train.shape[0]
@@ -377,6 +439,8 @@ def fit_regressor(
             idx = torch.randint(0, n, (batch_size,), generator=gen)
             xb, yb = train.x_train[idx], train.y_train[idx]
         loss = nn.functional.mse_loss(model(xb).squeeze(-1), yb)
+        if not torch.isfinite(loss):
+            raise ValueError(f"the training loss became {loss.item()} at step {step} (lr={lr}); lower lr")
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -430,7 +494,17 @@ def run_seeds(
         >>> out["mlp"].shape
         (2,)
     """
-    seeds = list(seeds)
+    if not isinstance(configs, Mapping) or not configs:
+        raise TypeError(f"configs must be a non-empty mapping name -> model factory, got {configs!r}")
+    for name, make in configs.items():
+        check_callable(f"configs[{name!r}]", make)
+    data = check_split("data", data)
+    seeds = _check_seeds(seeds)
+    keys = ["train_r2", "test_r2", "final_loss"]
+    if fit_kwargs.get("validation") is not None:
+        keys += ["val_r2", "best_step", "stopped_step"]
+    if metric is not None:
+        check_key("metric", metric, keys)
     out: dict[str, object] = {}
     models: dict[str, list[nn.Module]] = {}
     for name, make in configs.items():
@@ -440,6 +514,18 @@ def run_seeds(
         table = {key: np.array([r[key] for r in runs]) for key in runs[0] if key != "curve"}
         out[name] = table if metric is None else table[metric]
     return (out, models) if keep_models else out
+
+
+def _check_seeds(seeds: object) -> list[int]:
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise TypeError(f"seeds must be a list of integer seeds, got {seeds!r}")
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds must hold at least one seed, got none")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, (numbers.Integral, np.integer)) or s < 0:
+            raise TypeError(f"seeds must be non-negative integers, got {s!r} in {seeds!r}")
+    return [int(s) for s in seeds]
 
 
 RIDGE_ALPHAS = tuple(float(a) for a in np.logspace(-3, 3, 13))
@@ -469,10 +555,12 @@ def sklearn_baselines(
     from sklearn.ensemble import GradientBoostingRegressor
     from sklearn.linear_model import Ridge
 
+    data = check_split("data", data)
+    seeds = _check_seeds(seeds)
+    max_trees = check_int("max_trees", max_trees)
     train, val = _split_validation(data, validation)
     xtr, ytr = train.x_train.double().numpy(), train.y_train.double().numpy()
     xte, yte = train.x_test.double().numpy(), train.y_test.double().numpy()
-    seeds = list(seeds)
     if val is None:
         ridge = r2_score(yte, Ridge(alpha=1.0).fit(xtr, ytr).predict(xte))
         gbdt = [
@@ -518,19 +606,17 @@ def paired_difference(
     """
     from scipy import stats
 
-    x, y = to_numpy(a).ravel(), to_numpy(b).ravel()
+    x, y = as_finite_array("a", a).ravel(), as_finite_array("b", b).ravel()
     if x.shape != y.shape:
         raise ValueError(f"a and b must have the same length (one score per split), got {x.shape} and {y.shape}")
     if x.size < 2:
         raise ValueError("a and b need at least two splits")
-    if not 0.0 < float(confidence) < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    confidence = check_real("confidence", confidence, low=0.0, high=1.0, low_open=True, high_open=True)
     diff = x - y
     n = diff.size
     factor = 1.0 / n
     if test_fraction is not None:
-        if not 0.0 < float(test_fraction) < 1.0:
-            raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+        check_real("test_fraction", test_fraction, low=0.0, high=1.0, low_open=True, high_open=True)
         factor += float(test_fraction) / (1.0 - float(test_fraction))
     half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * math.sqrt(factor * diff.var(ddof=1))
     mean = float(diff.mean())
@@ -552,13 +638,19 @@ def bootstrap_r2(y_true: object, y_pred: object, *, n_resamples: int = 2000, see
         >>> boot.shape, bool(0.5 < boot.mean() < 0.9)
         ((100,), True)
     """
-    yt, yp = to_numpy(y_true).ravel(), to_numpy(y_pred).ravel()
+    yt = as_finite_array("y_true", y_true, min_size=2).ravel()
+    yp = as_finite_array("y_pred", y_pred).ravel()
     if yt.shape != yp.shape:
         raise ValueError(f"y_true and y_pred must have the same length, got {yt.shape} and {yp.shape}")
     n_resamples = check_int("n_resamples", n_resamples)
-    idx = np.random.default_rng(seed).integers(0, yt.size, (n_resamples, yt.size))
+    idx = np.random.default_rng(check_seed("seed", seed)).integers(0, yt.size, (n_resamples, yt.size))
     t, e = yt[idx], yp[idx]
     sst = ((t - t.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    if (sst == 0.0).any():
+        raise ValueError(
+            f"y_true is constant on {int((sst == 0.0).sum())} of {n_resamples} bootstrap resamples "
+            f"({yt.size} rows, {np.unique(yt).size} distinct values): R^2 is undefined there; use more test rows"
+        )
     return 1.0 - ((t - e) ** 2).sum(axis=1) / sst
 
 
@@ -576,6 +668,11 @@ def best_by_validation(rows: Iterable[Mapping[str, object]], *, by: Sequence[str
         >>> best_by_validation(rows)[0]["lr"]
         0.01
     """
+    by = check_names("by", by)
+    rows = check_rows("rows", rows, by)
+    for i, row in enumerate(rows):
+        if "val_r2" in row:
+            check_real(f"rows[{i}]['val_r2']", row["val_r2"])  # a NaN would never lose a comparison
     best: dict[tuple, dict] = {}
     for row in rows:
         key = tuple(row[f] for f in by)
@@ -595,10 +692,13 @@ def scores_by_model(rows: Iterable[Mapping[str, object]], task: str, *, metric: 
         >>> scores_by_model(rows, "t")["a"]
         array([0. , 0.1])
     """
+    rows = check_rows("rows", rows, ("task", "split", "model"))
     table: dict[str, dict[int, float]] = {}
-    for row in rows:
+    for i, row in enumerate(rows):
         if row["task"] == task:
-            table.setdefault(str(row["model"]), {})[int(row["split"])] = float(row[metric])
+            if metric not in row:
+                raise ValueError(f"metric={metric!r} is not a field of rows[{i}]; it has {sorted(row)}")
+            table.setdefault(str(row["model"]), {})[int(row["split"])] = check_real(f"rows[{i}][{metric!r}]", row[metric])
     if not table:
         raise ValueError(f"no rows for task {task!r}")
     splits = sorted(next(iter(table.values())))
@@ -617,7 +717,12 @@ def permutation_gap(model: nn.Module, x: torch.Tensor, permutation: object) -> f
         >>> permutation_gap(nn.Identity(), torch.ones(2, 3), [2, 0, 1])
         0.0
     """
-    perm = torch.as_tensor(permutation, dtype=torch.long)
+    check_module("model", model)
+    x = check_tensor("x", x, ndim=2)
+    raw = np.asarray(permutation) if not isinstance(permutation, torch.Tensor) else permutation.numpy()
+    if raw.dtype.kind not in "iu":
+        raise TypeError(f"permutation must be a sequence of column indices (integers), got {permutation!r}")
+    perm = torch.as_tensor(raw, dtype=torch.long)
     if perm.ndim != 1 or sorted(perm.tolist()) != list(range(x.shape[-1])):
         raise ValueError(f"permutation must be a permutation of range({x.shape[-1]}), got {perm.tolist()}")
     with torch.no_grad():
@@ -635,8 +740,8 @@ def validation_split(data: TabularSplit, n_validation: int) -> TabularSplit:
         >>> val.x_train.shape, val.x_test.shape
         (torch.Size([250, 10]), torch.Size([82, 10]))
     """
-    n = data.x_train.shape[0]
-    n_validation = check_int("n_validation", n_validation)
+    n = check_split("data", data).x_train.shape[0]
+    n_validation = check_int("n_validation", n_validation, minimum=2)  # R^2 needs two rows
     if n_validation >= n - 1:
         raise ValueError(f"n_validation must be smaller than the {n} training rows minus one, got {n_validation}")
     k = n - n_validation
@@ -669,8 +774,10 @@ def value_embedding_configs(
         ['MLP', 'MLP-PLR', 'linear (FT)', 'periodic (PLR)', 'piecewise-linear (Q-L)']
     """
 
-    nf = data.n_features
-    bins = quantile_bins(data.x_train, n_bins)
+    nf = check_split("data", data).n_features
+    sigma, d_model = check_positive_float("sigma", sigma), check_int("d_model", d_model)
+    n_frequencies, n_layers = check_int("n_frequencies", n_frequencies), check_int("n_layers", n_layers)
+    bins = quantile_bins(data.x_train, check_int("n_bins", n_bins))
     common = dict(identity="per_feature", d_model=d_model, d_ff=2 * d_model, n_layers=n_layers)
 
     def transformer(value: str, **kw: object) -> Callable[[], nn.Module]:
