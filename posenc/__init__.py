@@ -25,6 +25,13 @@ from .bias import (
     t5_relative_bucket,
 )
 from .learned import LearnedPositionalEmbedding
+from .multimodal import (
+    AxialRotaryEmbedding,
+    MixedRotaryEmbedding,
+    MultimodalRotaryEmbedding,
+    mrope_position_ids,
+    sinusoidal_encoding_2d,
+)
 from .rotary import (
     RotaryEmbedding,
     apply_rotary,
@@ -101,4 +108,10 @@ __all__ = [
     "PiecewiseLinearEncoding",
     "SharedValueEmbedding",
     "quantile_bins",
+    # positions beyond one dimension: images, video, multimodal sequences (chapter 8)
+    "sinusoidal_encoding_2d",
+    "AxialRotaryEmbedding",
+    "MixedRotaryEmbedding",
+    "mrope_position_ids",
+    "MultimodalRotaryEmbedding",
 ]
