@@ -29,10 +29,15 @@ from .analysis import (
     round_significant,
 )
 from .probes import (
+    POSITION_HEAD_ENCODINGS,
     ROPE_PROBE_TASKS,
+    HybridRopeNope,
     attention_score_terms,
+    mean_score_by_offset,
+    previous_token_chance,
     rope_pair_usage,
     train_offset_head,
+    train_position_head,
     train_rope_head,
 )
 from .plotting import (
@@ -134,10 +139,15 @@ __all__ = [
     "offset_dot_product",
     "round_significant",
     # probes of attention heads (chapter 4)
+    "POSITION_HEAD_ENCODINGS",
     "ROPE_PROBE_TASKS",
+    "HybridRopeNope",
     "attention_score_terms",
+    "mean_score_by_offset",
+    "previous_token_chance",
     "rope_pair_usage",
     "train_offset_head",
+    "train_position_head",
     "train_rope_head",
     # plotting
     "BOOK_RC",

@@ -4,6 +4,10 @@
 ``token + position`` into its four terms; :func:`train_offset_head` trains the query and
 key projections of one head to look a fixed number of tokens back, so the chapter can
 compare a head that has learned to use position with a random one.
+:func:`train_rope_head` trains RoPE heads on a positional and a semantic task;
+:func:`train_position_head` is the fair comparison of RoPE, an additive encoding and
+none on the same positional task, with and without q/k biases; :class:`HybridRopeNope` is a
+small decoder whose layers alternate RoPE and no positional encoding.
 """
 
 from __future__ import annotations
@@ -18,7 +22,18 @@ from ..attention import SelfAttention
 from ..sinusoidal import sinusoidal_encoding
 from .training import seeded
 
-__all__ = ["ROPE_PROBE_TASKS", "attention_score_terms", "rope_pair_usage", "train_offset_head", "train_rope_head"]
+__all__ = [
+    "POSITION_HEAD_ENCODINGS",
+    "ROPE_PROBE_TASKS",
+    "HybridRopeNope",
+    "attention_score_terms",
+    "mean_score_by_offset",
+    "previous_token_chance",
+    "rope_pair_usage",
+    "train_offset_head",
+    "train_position_head",
+    "train_rope_head",
+]
 
 
 def attention_score_terms(
@@ -236,3 +251,287 @@ def rope_pair_usage(w_q: nn.Module, w_k: nn.Module, x: torch.Tensor) -> torch.Te
         kn = k.unflatten(-1, (-1, 2)).norm(dim=-1).reshape(-1, k.shape[-1] // 2).mean(0)
         usage = (qn * kn).double()
         return usage / usage.sum()
+
+
+POSITION_HEAD_ENCODINGS = ("rope", "additive", "none")
+
+
+def _check_nonnegative_float(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return value
+
+
+def train_position_head(
+    encoding: str,
+    *,
+    bias: bool = True,
+    shared: float = 0.0,
+    content_scale: float = 1.0,
+    d_model: int = 32,
+    head_dim: int = 32,
+    seq_len: int = 32,
+    base: float = 10000.0,
+    steps: int = 300,
+    batch: int = 32,
+    lr: float = 1e-2,
+    eval_every: int | None = None,
+    patience: int = 5,
+    seed: int = 0,
+) -> dict:
+    """Train one causal head to attend to the previous token, with RoPE, an additive encoding or none.
+
+    The fair comparison of chapter 4: the same task, data, optimiser and budget for every
+    ``encoding``, with and without biases on the query and key projections.
+
+    * ``"rope"``: ``q = R_m (W_q x_m + b_q)``, ``k = R_n (W_k x_n + b_k)``, the rotation of
+      :class:`posenc.RotaryEmbedding` (interleaved layout, ``base``).
+    * ``"additive"``: the sinusoidal encoding is added to the tokens,
+      ``q = W_q (x_m + PE(m)) + b_q`` (and likewise ``k``), no rotation.
+    * ``"none"``: no positional encoding at all; only the causal mask.
+
+    The tokens ``x`` are ``content_scale`` times standard normal vectors, independent
+    across positions, plus ``shared`` times one fixed random vector ``u`` (standard
+    normal entries, the same at every position and in every sequence): a content-free
+    direction in the input, which a bias-free projection turns into the constant
+    ``W_q u``. Every query ``m >= 1`` must put its largest weight on key ``m - 1`` among
+    the keys ``n <= m``; the loss is the cross-entropy of the attention weights.
+
+    With ``bias=False``, ``shared=0`` and zero-mean content, the expected score
+    ``E[q_m^T R_{n-m} k_n]`` is 0 for every ``n != m``: nothing in the expected score
+    prefers one offset over another, and a RoPE head cannot learn the task.
+
+    Training: Adam at ``lr``, ``batch`` fresh sequences per step, in float64 (one thread
+    gives the same numbers on any CPU). With ``eval_every=None`` it runs exactly
+    ``steps`` steps (``train_rope_head``'s protocol); otherwise it evaluates the loss on
+    1,024 held-out sequences every ``eval_every`` steps, keeps the weights of the best
+    evaluation, and stops when ``patience`` evaluations in a row have not lowered that
+    loss by more than 1e-4, or at ``steps``.
+
+    Returns:
+        A dict with ``"w_q"`` and ``"w_k"`` (the ``nn.Linear(d_model, head_dim)``
+        layers), ``"accuracy"`` (the fraction of the 31 x 1,024 queries of fresh test
+        sequences whose largest weight is on the previous token), ``"heldout_loss"``
+        (at the kept weights; ``None`` without ``eval_every``), ``"best_step"`` and
+        ``"steps_run"``.
+
+    Example:
+        >>> out = train_position_head("rope", bias=False, steps=2)
+        >>> sorted(out)
+        ['accuracy', 'best_step', 'heldout_loss', 'steps_run', 'w_k', 'w_q']
+    """
+    from ..rotary import RotaryEmbedding
+
+    encoding = check_choice("encoding", encoding, POSITION_HEAD_ENCODINGS)
+    if not isinstance(bias, bool):
+        raise TypeError(f"bias must be True or False, got {bias!r}")
+    shared = _check_nonnegative_float("shared", shared)
+    content_scale = _check_nonnegative_float("content_scale", content_scale)
+    d_model, head_dim = check_int("d_model", d_model, minimum=2), check_int("head_dim", head_dim, minimum=2)
+    if encoding == "rope" and head_dim % 2:
+        raise ValueError(f"head_dim must be even for encoding='rope', got {head_dim}")
+    if encoding == "additive" and d_model % 2:
+        raise ValueError(f"d_model must be even for encoding='additive', got {d_model}")
+    seq_len, steps = check_int("seq_len", seq_len, minimum=2), check_int("steps", steps)
+    batch = check_int("batch", batch)
+    if eval_every is not None:
+        eval_every = check_int("eval_every", eval_every)
+    patience = check_int("patience", patience)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 1:
+        raise ValueError(f"base must be a finite number > 1, got {base!r}")
+
+    f64 = torch.float64
+    gen = torch.Generator().manual_seed(seed)
+    with seeded(seed):
+        w_q = nn.Linear(d_model, head_dim, bias=bias).double()
+        w_k = nn.Linear(d_model, head_dim, bias=bias).double()
+    u = torch.randn(d_model, generator=torch.Generator().manual_seed(seed + 10_000), dtype=f64)
+    pe = torch.from_numpy(sinusoidal_encoding(seq_len, d_model)).to(f64)
+    rope = RotaryEmbedding(head_dim, base=float(base), layout="interleaved") if encoding == "rope" else None
+    m = torch.arange(seq_len)
+    allowed = (m[None, :] <= m[:, None])[1:]  # queries 1..seq-1, causal
+    target = m[1:] - 1
+
+    def draw(g: torch.Generator, n: int) -> torch.Tensor:
+        x = content_scale * torch.randn(n, seq_len, d_model, generator=g, dtype=f64) + shared * u
+        return x + pe if encoding == "additive" else x
+
+    def log_weights(x: torch.Tensor) -> torch.Tensor:
+        q, k = w_q(x), w_k(x)
+        if rope is not None:
+            q, k = rope(q), rope(k)
+        scores = q[:, 1:] @ k.transpose(-2, -1) / math.sqrt(head_dim)
+        return scores.masked_fill(~allowed, float("-inf")).log_softmax(-1)
+
+    def loss_of(x: torch.Tensor) -> torch.Tensor:
+        lw = log_weights(x)
+        return -lw[:, torch.arange(len(target)), target].mean()
+
+    params = list(w_q.parameters()) + list(w_k.parameters())
+    opt = torch.optim.Adam(params, lr=lr)
+    heldout = draw(torch.Generator().manual_seed(seed + 20_000), 1024) if eval_every else None
+    best_loss, best_step, best_state, bad, step = math.inf, 0, None, 0, 0
+    for step in range(1, steps + 1):
+        loss = loss_of(draw(gen, batch))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if heldout is not None and (step % eval_every == 0 or step == steps):
+            with torch.no_grad():
+                val = loss_of(heldout).item()
+            if val < best_loss - 1e-4:
+                best_loss, best_step, bad = val, step, 0
+                best_state = [p.detach().clone() for p in params]
+            else:
+                bad += 1
+                if bad >= patience:
+                    break
+    if best_state is not None:
+        with torch.no_grad():
+            for p, saved in zip(params, best_state):
+                p.copy_(saved)
+    else:
+        best_step = step
+    with torch.no_grad():
+        test = draw(torch.Generator().manual_seed(seed + 30_000), 1024)
+        acc = (log_weights(test).argmax(-1) == target).double().mean().item()
+        heldout_loss = None if heldout is None else loss_of(heldout).item()
+    return {
+        "w_q": w_q,
+        "w_k": w_k,
+        "accuracy": acc,
+        "heldout_loss": heldout_loss,
+        "best_step": best_step,
+        "steps_run": step,
+    }
+
+
+def previous_token_chance(seq_len: int = 32) -> float:
+    """Accuracy of a causal head that spreads its weight evenly: the mean of ``1/(m+1)`` over queries ``m = 1..seq_len-1``.
+
+    Query ``m`` sees ``m + 1`` keys, one of them the previous token. (A head that only
+    learns to avoid its own key does a little better: the mean of ``1/m``.)
+
+    Example:
+        >>> round(previous_token_chance(2), 3)
+        0.5
+    """
+    seq_len = check_int("seq_len", seq_len, minimum=2)
+    return sum(1.0 / (m + 1) for m in range(1, seq_len)) / (seq_len - 1)
+
+
+def mean_score_by_offset(
+    w_q: nn.Module, w_k: nn.Module, x: torch.Tensor, *, base: float = 10000.0
+) -> torch.Tensor:
+    """The mean RoPE score ``q_m^T R_{n-m} k_n / sqrt(d_head)`` at each offset ``m - n >= 0``.
+
+    ``x``: tokens ``(batch, seq, d_model)``; the projections are applied, both rotated
+    by :class:`posenc.RotaryEmbedding` (interleaved layout), and the scores averaged over
+    the batch and over all pairs ``(m, n)`` with the same offset.
+
+    Returns:
+        ``(seq,)`` float64 tensor, offset 0 first.
+
+    Example:
+        >>> w = nn.Linear(4, 4, bias=False).double()
+        >>> mean_score_by_offset(w, w, torch.randn(3, 5, 4, dtype=torch.float64)).shape
+        torch.Size([5])
+    """
+    from ..rotary import RotaryEmbedding
+
+    if not isinstance(x, torch.Tensor) or x.ndim != 3:
+        raise TypeError("x must be a (batch, seq, d_model) torch.Tensor")
+    with torch.no_grad():
+        q, k = w_q(x), w_k(x)
+        rope = RotaryEmbedding(q.shape[-1], base=base, layout="interleaved")
+        s = (rope(q) @ rope(k).transpose(-2, -1) / math.sqrt(q.shape[-1])).mean(0)
+        return torch.stack([s.diagonal(-off).mean() for off in range(s.shape[0])]).double()
+
+
+class HybridRopeNope(nn.Module):
+    """A small causal decoder whose layers use RoPE or no positional encoding, chosen per layer.
+
+    ``rope_layers`` holds one flag per layer in the convention of the ``no_rope_layers``
+    field of Hugging Face's Llama 4 and SmolLM3 configurations: **1 means the layer
+    applies RoPE, 0 means it is a NoPE layer** (the field's name reads the other way).
+    SmolLM3 and Llama 4 default to a NoPE layer every fourth layer,
+    ``[1, 1, 1, 0, 1, 1, 1, 0, ...]``. The blocks are :class:`posenc.book.models.Block`
+    (pre-norm, :class:`posenc.SelfAttention`); the RoPE layers share one
+    :class:`posenc.RotaryEmbedding` (half layout, ``base``), which has no parameters, so
+    the flags change no weight: two models with different flags can load the same
+    ``state_dict``.
+
+    Args:
+        vocab_size: number of token ids.
+        rope_layers: a sequence of 0/1 flags, one per layer.
+        d_model, n_heads, d_ff: widths (``d_ff`` defaults to ``4 * d_model``).
+        base: the RoPE base of the RoPE layers.
+
+    Shapes:
+        ``forward(tokens, *, offset=0)``: ``tokens`` ``(batch, seq)`` integers; the
+        positions are ``offset + arange(seq)``. Returns logits ``(batch, seq, vocab_size)``.
+
+    Example:
+        >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+        <torch._C.Generator object at ...>
+        >>> m = HybridRopeNope(10, [1, 1, 1, 0])
+        >>> m(torch.zeros(2, 5, dtype=torch.long)).shape
+        torch.Size([2, 5, 10])
+        >>> m.rope_layers
+        (1, 1, 1, 0)
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        rope_layers,
+        *,
+        d_model: int = 32,
+        n_heads: int = 4,
+        d_ff: int | None = None,
+        base: float = 10000.0,
+    ) -> None:
+        super().__init__()
+        from ..rotary import RotaryEmbedding
+        from .models import Block
+
+        vocab_size = check_int("vocab_size", vocab_size)
+        if isinstance(rope_layers, (str, bytes)) or not hasattr(rope_layers, "__iter__"):
+            raise TypeError(f"rope_layers must be a sequence of 0/1 flags, got {type(rope_layers).__name__}")
+        flags = tuple(rope_layers)
+        if not flags or any(isinstance(f, bool) or f not in (0, 1) for f in flags):
+            raise ValueError(f"rope_layers must be a non-empty sequence of 0 (NoPE) and 1 (RoPE) flags, got {flags!r}")
+        self.rope_layers = tuple(int(f) for f in flags)
+        d_model, n_heads = check_int("d_model", d_model), check_int("n_heads", n_heads)
+        if d_model % n_heads or (d_model // n_heads) % 2:
+            raise ValueError(f"n_heads must divide d_model={d_model} into an even head width, got n_heads={n_heads}")
+        d_ff = 4 * d_model if d_ff is None else check_int("d_ff", d_ff)
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, d_ff) for _ in self.rope_layers)
+        self.rope = RotaryEmbedding(d_model // n_heads, base=base)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size)
+
+    def forward(self, tokens: torch.Tensor, *, offset: int = 0) -> torch.Tensor:
+        if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
+            raise ValueError("tokens must be an integer tensor of shape (batch, seq)")
+        vocab = self.embed.num_embeddings
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab):
+            raise ValueError(f"tokens must be ids in [0, vocab_size={vocab})")
+        offset = check_int("offset", offset, minimum=0)
+
+        def rotate(t: torch.Tensor) -> torch.Tensor:
+            return self.rope(t, offset=offset)
+
+        x = self.embed(tokens)
+        for flag, block in zip(self.rope_layers, self.blocks):
+            x = block(x, None, rotate if flag else None)
+        return self.head(self.norm(x))
+
+    def extra_repr(self) -> str:
+        return f"rope_layers={self.rope_layers}"
