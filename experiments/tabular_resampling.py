@@ -69,7 +69,9 @@ def _key(row: dict) -> tuple:
 
 PARTS = {
     # part: (tasks, splits, learning rates, max steps, eval_every, patience, validation fraction)
-    "diabetes": dict(tasks=["diabetes"], splits=20, lrs=[3e-4, 1e-3, 3e-3], steps=2000, eval_every=10, patience=20),
+    # tuned per split: log-uniform candidates (learning rate, sigma, bins) on a validation third, then a refit
+    "diabetes": dict(tasks=["diabetes"], splits=20, candidates=6, steps=2000, eval_every=10, patience=20,
+                     validation=111, space={"lr": (3e-4, 3e-2), "sigma": (0.01, 100.0), "n_bins": (2, 64)}),
     "synthetic": dict(tasks=["sine", "chirp", "step"], splits=10, lrs=[3e-3, 1e-2], steps=3000, eval_every=25, patience=20),
     "sigma": dict(tasks=["sine", "chirp"], splits=5, lrs=[1e-2], steps=3000, eval_every=25, patience=20),
     # the demonstration of section sec-tabular-invariance: a fixed recipe (no validation part), 10 seeds
@@ -106,6 +108,60 @@ def make_data(task: str, split: int) -> book.TabularSplit:
 
 def validation_rows(data: book.TabularSplit) -> int:
     return int(round(0.2 * data.x_train.shape[0]))
+
+
+# which hyperparameters each network tunes (every one tunes its learning rate)
+TUNED = {
+    "linear (FT)": ("lr",),
+    "periodic (PLR)": ("lr", "sigma"),
+    "piecewise-linear (Q-L)": ("lr", "n_bins"),
+    "MLP": ("lr",),
+    "MLP-PLR": ("lr", "sigma"),
+}
+
+
+def _tuned_key(row: dict) -> tuple:
+    return (row["task"], row["split"], row["model"], row.get("stage"), row.get("candidate"))
+
+
+def run_tuned_split(split: int, cfg: dict, done: set, save) -> None:
+    """One diabetes split: per network, ``candidates`` log-uniform settings early-stopped on the last
+    ``validation`` training rows; the best one (validation R^2) is refitted on all training rows for
+    its best number of steps and scored on the test rows. The baselines are tuned the same way."""
+    data = make_data("diabetes", split)
+    n_val = cfg["validation"]
+    fit_rows = book.validation_split(data, n_val)
+    candidates = book.tabular.log_uniform_candidates(cfg["space"], cfg["candidates"], seed=split, integer=["n_bins"])
+    fit = dict(validation=n_val, steps=cfg["steps"], eval_every=cfg["eval_every"], patience=cfg["patience"])
+    for name, tuned in TUNED.items():
+        rows = []
+        for i, cand in enumerate(candidates):
+            setting = {k: cand[k] for k in tuned}
+            row = {"task": "diabetes", "split": split, "model": name, "stage": "search", "candidate": i, **setting}
+            if _tuned_key(row) in done:
+                continue
+            configs = book.value_embedding_configs(
+                fit_rows, sigma=setting.get("sigma", 1.0), n_bins=setting.get("n_bins", 8)
+            )
+            t0 = time.perf_counter()
+            scores = book.fit_regressor(configs[name], data, seed=split, lr=setting["lr"], **fit)
+            save(_row("diabetes", split, name, {"stage": "search", "candidate": i, **setting}, scores)
+                 | {"seconds": round(time.perf_counter() - t0, 1)})
+        refit = {"task": "diabetes", "split": split, "model": name, "stage": "refit", "candidate": None}
+        if _tuned_key(refit) in done:
+            continue
+        searched = [r for r in save.rows if r["split"] == split and r["model"] == name and r.get("stage") == "search"]
+        best = max(searched, key=lambda r: r["val_r2"])
+        setting = {k: best[k] for k in tuned}
+        # bins of the refit come from all training rows
+        configs = book.value_embedding_configs(data, sigma=setting.get("sigma", 1.0), n_bins=setting.get("n_bins", 8))
+        scores = book.fit_regressor(configs[name], data, seed=split, lr=setting["lr"], steps=max(best["best_step"], 1))
+        save(_row("diabetes", split, name, {"stage": "refit", "chosen": best["candidate"], **setting}, scores)
+             | {"steps": best["best_step"], "val_r2": best["val_r2"]})
+    if ("diabetes", split, "ridge", "refit", None) not in done:
+        for name, values in book.tabular.tuned_baselines(data, validation=n_val, seed=split).items():
+            save({"task": "diabetes", "split": split, "model": name, "stage": "refit",
+                  **{k: (round(float(v), DIGITS) if k.endswith("r2") else v) for k, v in values.items()}})
 
 
 def run_split(part: str, task: str, split: int, cfg: dict, done: set, quick: bool) -> list[dict]:
@@ -170,6 +226,29 @@ def merge(part: str, files: list[Path], out: Path) -> int:
     return 0
 
 
+def extend(part: str, cfg: dict, rows: list[dict], out: Path, metadata: dict, steps: int) -> int:
+    """Re-run, with at most ``steps`` steps, every saved run that stopped at the part's step cap
+    (it was still improving), and replace its row; the row records the new cap as ``"steps"``."""
+    capped = [i for i, r in enumerate(rows) if r.get("stopped_step") == r.get("steps", cfg["steps"])]
+    print(f"{len(capped)} runs reached the cap of {cfg['steps']} steps", flush=True)
+    for i in capped:
+        r = rows[i]
+        data = make_data(r["task"], r["split"])
+        n_val = validation_rows(data)
+        sigma0, bins0 = (DIABETES_SIGMA, DIABETES_BINS) if r["task"] == "diabetes" else (SYNTHETIC_SIGMA, SYNTHETIC_BINS)
+        configs = book.value_embedding_configs(book.validation_split(data, n_val), sigma=r.get("sigma", sigma0), n_bins=bins0)
+        t0 = time.perf_counter()
+        scores = book.fit_regressor(configs[r["model"]], data, seed=r["split"], lr=r["lr"], validation=n_val,
+                                    steps=steps, eval_every=cfg["eval_every"], patience=cfg["patience"],
+                                    curve="curve" in r)
+        new = _row(r["task"], r["split"], r["model"], {k: r[k] for k in ("lr", "sigma") if k in r}, scores)
+        rows[i] = new | {"steps": steps}
+        book.write_results(out, rows, **metadata)
+        print({k: v for k, v in rows[i].items() if k != "curve"}, f"was best_step {r['best_step']} "
+              f"test_r2 {r['test_r2']} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "merge":
@@ -183,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--last", type=int, default=None, help="last split to run (default: all)")
     parser.add_argument("--out", type=Path, default=None, help="results file (default experiments/results/)")
     parser.add_argument("--quick", action="store_true", help="1 split, 100 steps, nothing written")
+    parser.add_argument("--extend", type=int, default=None,
+                        help="re-run the rows that reached the step cap with this larger cap, in place")
     args = parser.parse_args(argv)
     cfg = dict(PARTS[args.part])
     last = cfg["splits"] - 1 if args.last is None else args.last
@@ -193,9 +274,26 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     rows = [] if args.quick or not out.exists() else book.read_results(out)["rows"]
-    done = {_key(r) for r in rows}
     metadata = _metadata(args.part, cfg)
     t0 = time.perf_counter()
+    if args.part == "diabetes":
+        done = {_tuned_key(r) for r in rows}
+
+        def save(row: dict) -> None:
+            rows.append(row)
+            done.add(_tuned_key(row))
+            print({k: v for k, v in row.items() if k != "task"}, flush=True)
+            if not args.quick:
+                book.write_results(out, rows, **metadata)
+
+        save.rows = rows
+        for split in range(args.first, last + 1):
+            run_tuned_split(split, cfg, done, save)
+            print(f"diabetes split {split} done ({time.perf_counter() - t0:.0f} s)", flush=True)
+        return 0
+    if args.extend:
+        return extend(args.part, cfg, rows, out, metadata, args.extend)
+    done = {_key(r) for r in rows}
     for task in cfg["tasks"] if args.task is None else [args.task]:
         for split in range(args.first, last + 1):
             new = run_split(args.part, task, split, cfg, done, args.quick)

@@ -60,6 +60,7 @@ __all__ = [
     "feature_identity_task",
     "fit_regressor",
     "high_frequency_task",
+    "log_uniform_candidates",
     "make_mlp",
     "make_mlp_plr",
     "paired_difference",
@@ -68,6 +69,7 @@ __all__ = [
     "run_seeds",
     "scores_by_model",
     "sklearn_baselines",
+    "tuned_baselines",
     "validation_split",
     "value_embedding_configs",
 ]
@@ -580,6 +582,108 @@ def sklearn_baselines(
         n_trees = int(np.argmax(val_scores))
         gbdt.append(r2_score(yte, list(model.staged_predict(xte))[n_trees]))
     return {"ridge": np.full(len(seeds), ridge), "gradient boosting": np.array(gbdt)}
+
+
+def log_uniform_candidates(
+    space: Mapping[str, tuple[float, float]], n_candidates: int, *, seed: int = 0, integer: Iterable[str] = ()
+) -> list[dict[str, float]]:
+    """``n_candidates`` settings drawn log-uniformly from ``space``, one Latin-hypercube stratum each.
+
+    Every hyperparameter ``name`` with range ``(low, high)`` is sampled on a log scale:
+    the range of ``log(value)`` is cut into ``n_candidates`` equal strata, every stratum
+    gets exactly one candidate (at a uniform point inside it), and the strata are paired
+    across hyperparameters by independent random permutations. That is random search
+    with log-uniform marginals, as in the tuning spaces of Gorishniy et al. (2022), but
+    with no two candidates crowding one end of a range: the smallest candidate of every
+    hyperparameter lies in the lowest ``1/n_candidates`` of its log-range and the largest
+    in the highest. Names in ``integer`` are rounded to the nearest integer.
+
+    Example:
+        >>> c = log_uniform_candidates({"lr": (1e-4, 1e-2)}, 4, seed=0)
+        >>> len(c), all(1e-4 <= x["lr"] <= 1e-2 for x in c)
+        (4, True)
+        >>> sorted(int(np.log10(x["lr"]) * 2 + 8) for x in c)   # one per half-decade
+        [0, 1, 2, 3]
+    """
+    n_candidates = check_int("n_candidates", n_candidates)
+    integer = set(integer)
+    if not isinstance(space, Mapping) or not space:
+        raise TypeError(f"space must be a non-empty mapping name -> (low, high), got {space!r}")
+    unknown = integer - set(space)
+    if unknown:
+        raise ValueError(f"integer names {sorted(unknown)} are not in space")
+    rng = np.random.default_rng(check_int("seed", seed, minimum=0))
+    columns: dict[str, np.ndarray] = {}
+    for name, bounds in space.items():
+        if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
+            raise ValueError(f"space[{name!r}] must be a pair (low, high), got {bounds!r}")
+        low, high = (check_positive_float(f"space[{name!r}] low", bounds[0]),
+                     check_positive_float(f"space[{name!r}] high", bounds[1]))
+        if not low < high:
+            raise ValueError(f"space[{name!r}] must have low < high, got {bounds!r}")
+        u = (rng.permutation(n_candidates) + rng.uniform(size=n_candidates)) / n_candidates
+        columns[name] = np.exp(np.log(low) + u * (np.log(high) - np.log(low)))
+    # four significant digits: a candidate written to a results file reads back exactly
+    return [
+        {name: (int(round(float(v[i]))) if name in integer else float(f"{v[i]:.4g}")) for name, v in columns.items()}
+        for i in range(n_candidates)
+    ]
+
+
+def tuned_baselines(
+    data: TabularSplit, *, validation: int, seed: int = 0, max_trees: int = 500, n_knots: int = 5
+) -> dict[str, dict[str, float]]:
+    """Three non-neural baselines, tuned on a validation part and refitted on all training rows.
+
+    The last ``validation`` training rows choose the setting, then every model is fitted
+    again on all training rows with it and scored once on the test rows:
+
+    * ``"ridge"``: ``Ridge(alpha)`` with ``alpha`` from :data:`RIDGE_ALPHAS`;
+    * ``"spline ridge"``: an *additive* cubic spline model, ``SplineTransformer(n_knots,
+      degree=3)`` on every feature separately (no interactions) followed by ``Ridge(alpha)``,
+      ``alpha`` from the same grid: it can bend along each feature, so it shows how much
+      fine structure along single features there is to find;
+    * ``"gradient boosting"``: ``GradientBoostingRegressor(subsample=0.8,
+      random_state=seed)``, the number of trees (up to ``max_trees``) chosen on the
+      validation part.
+
+    Returns ``{name: {"val_r2", "test_r2", "alpha" or "n_trees"}}``.
+
+    Example:
+        >>> out = tuned_baselines(high_frequency_task(64, 32, seed=0), validation=16, max_trees=20)
+        >>> sorted(out), sorted(out["ridge"])
+        (['gradient boosting', 'ridge', 'spline ridge'], ['alpha', 'test_r2', 'val_r2'])
+    """
+    from sklearn.ensemble import GradientBoostingRegressor
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import SplineTransformer
+
+    validation = check_int("validation", validation)
+    max_trees, n_knots = check_int("max_trees", max_trees), check_int("n_knots", n_knots, minimum=2)
+    seed = check_int("seed", seed, minimum=0)
+    train, val = _split_validation(data, validation)
+    assert val is not None
+    x_fit, y_fit = train.x_train.double().numpy(), train.y_train.double().numpy()
+    x_val, y_val = val.x_test.double().numpy(), val.y_test.double().numpy()
+    x_all, y_all = data.x_train.double().numpy(), data.y_train.double().numpy()
+    x_test, y_test = data.x_test.double().numpy(), data.y_test.double().numpy()
+    makers = {
+        "ridge": lambda a: Ridge(alpha=a),
+        "spline ridge": lambda a: make_pipeline(SplineTransformer(n_knots=n_knots, degree=3), Ridge(alpha=a)),
+    }
+    out: dict[str, dict[str, float]] = {}
+    for name, make in makers.items():
+        val_r2 = [r2_score(y_val, make(a).fit(x_fit, y_fit).predict(x_val)) for a in RIDGE_ALPHAS]
+        best = int(np.argmax(val_r2))
+        model = make(RIDGE_ALPHAS[best]).fit(x_all, y_all)
+        out[name] = {"val_r2": val_r2[best], "test_r2": r2_score(y_test, model.predict(x_test)), "alpha": RIDGE_ALPHAS[best]}
+    gbdt = GradientBoostingRegressor(n_estimators=max_trees, subsample=0.8, random_state=seed).fit(x_fit, y_fit)
+    val_r2 = [r2_score(y_val, p) for p in gbdt.staged_predict(x_val)]
+    n_trees = int(np.argmax(val_r2)) + 1
+    refit = GradientBoostingRegressor(n_estimators=n_trees, subsample=0.8, random_state=seed).fit(x_all, y_all)
+    out["gradient boosting"] = {"val_r2": val_r2[n_trees - 1], "test_r2": r2_score(y_test, refit.predict(x_test)), "n_trees": n_trees}
+    return out
 
 
 def paired_difference(
