@@ -23,13 +23,24 @@ import numbers
 import numpy as np
 import torch
 
-from .._checks import as_positions, check_choice, check_int, check_positive_float
+from .._checks import (
+    as_positions,
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive_float,
+    check_probability,
+)
 from ..sinusoidal import sinusoidal_encoding, sinusoidal_frequencies
+from ._validate import as_finite_array
 
 __all__ = [
     "NAIVE_KINDS",
     "add_vs_concat_readout",
     "band_noise_sweep",
+    "code_depends_on_length",
+    "dirichlet_bound",
+    "dot_product_log_decay",
     "decode_offsets",
     "linear_shift_residual",
     "naive_encoding",
@@ -289,7 +300,7 @@ def min_pairwise_distance(table: np.ndarray) -> float:
         >>> min_pairwise_distance(np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 5.0]]))
         1.0
     """
-    t = np.asarray(table, dtype=np.float64)
+    t = as_finite_array("table", table)
     if t.ndim != 2 or t.shape[0] < 2:
         raise ValueError(f"table must have shape (n, d) with n >= 2, got {t.shape}")
     n = t.shape[0]
@@ -323,8 +334,8 @@ def nearest_position(queries: np.ndarray, table: np.ndarray) -> np.ndarray:
         >>> nearest_position(t[[3, 7]] + 0.01, t)
         array([3, 7])
     """
-    q = np.asarray(queries, dtype=np.float64)
-    t = np.asarray(table, dtype=np.float64)
+    q = as_finite_array("queries", queries, min_size=0)
+    t = as_finite_array("table", table)
     if q.ndim != 2 or t.ndim != 2 or q.shape[1] != t.shape[1]:
         raise ValueError(f"queries (m, d) and table (n, d) must share d, got {q.shape} and {t.shape}")
     tn = np.sum(t * t, axis=1)
@@ -383,18 +394,26 @@ def naive_encoding(kind: str, length: int, d_model: int = 8) -> np.ndarray:
     return bits.astype(np.float64)
 
 
-def linear_shift_residual(table: np.ndarray, offset: int) -> float:
+def linear_shift_residual(table: np.ndarray, offset: int, *, bias: bool = False, relative: bool = False) -> float:
     """Root-mean-square error of the best linear map from row ``p`` to row ``p + offset``.
 
-    Fits one matrix ``M`` (and no bias) by least squares over all rows,
-    ``table[offset:] ~ table[:-offset] @ M``, and returns the rms of the residual. It is
-    0 (up to rounding) exactly when shifting by ``offset`` is one linear map for every
-    position, as for the sinusoidal encoding; binary codes and other non-linear codes
-    leave a residual. The last digits depend on the LAPACK build: report it rounded.
+    Fits one matrix ``M`` (and, with ``bias=True``, one vector ``c``) by least squares over
+    all rows, ``table[offset:] ~ table[:-offset] @ M (+ c)``, and returns the rms of the
+    residual. It is 0 (up to rounding) exactly when shifting by ``offset`` is one linear
+    (affine, with a bias) map for every position, as for the sinusoidal encoding; binary
+    codes and other non-linear codes leave a residual. The last digits depend on the LAPACK
+    build: report it rounded.
+
+    The raw rms has the units of the code: a code ten times smaller has a ten times smaller
+    residual. ``relative=True`` divides it by the rms per-entry step between neighbouring
+    rows, ``sqrt(mean((table[p + 1] - table[p])**2))``, so that codes of different scales
+    compare (the integer code and ``p / n`` then get the same number).
 
     Args:
         table: array of shape ``(n, d)``, one row per position.
         offset: shift ``k`` with ``1 <= k < n``.
+        bias: also fit a constant vector (an affine map).
+        relative: divide by the rms per-entry neighbour step.
 
     Returns:
         The rms error as a Python float.
@@ -403,16 +422,77 @@ def linear_shift_residual(table: np.ndarray, offset: int) -> float:
         >>> t = sinusoidal_encoding(50, 8)
         >>> linear_shift_residual(t, 3) < 1e-12
         True
+        >>> linear_shift_residual(naive_encoding("integer", 50, 2), 1, bias=True) < 1e-10
+        True
     """
     t = np.asarray(table, dtype=np.float64)
     if t.ndim != 2 or t.shape[0] < 2:
         raise ValueError(f"table must have shape (n, d) with n >= 2, got {t.shape}")
+    if not np.all(np.isfinite(t)):
+        raise ValueError("table must be finite")
     offset = check_int("offset", offset)
     if offset >= t.shape[0]:
         raise ValueError(f"offset must be smaller than the number of rows {t.shape[0]}, got {offset}")
+    bias = check_bool("bias", bias)
+    relative = check_bool("relative", relative)
     src, dst = t[:-offset], t[offset:]
+    if bias:
+        src = np.concatenate([src, np.ones((src.shape[0], 1))], axis=1)
     m, *_ = np.linalg.lstsq(src, dst, rcond=None)
-    return float(np.sqrt(np.mean((src @ m - dst) ** 2)))
+    rms = float(np.sqrt(np.mean((src @ m - dst) ** 2)))
+    if relative:
+        step = float(np.sqrt(np.mean(np.diff(t, axis=0) ** 2)))
+        if step == 0.0:
+            raise ValueError("relative=True needs a table whose rows change")
+        rms /= step
+    return rms
+
+
+def code_depends_on_length(kind: str, position: int, lengths: tuple[int, ...] = (20, 100), *,
+                           d_model: int = 8, max_len: int = 512) -> bool:
+    """Whether the code of ``position`` changes when the sequence length changes.
+
+    Builds the code of ``position`` in a sequence of each length in ``lengths`` and
+    compares them. ``kind`` is one of :data:`NAIVE_KINDS` or ``"sinusoidal"``. The one-hot
+    code has the fixed width ``max_len`` (its vocabulary of positions), whatever the length
+    of the sequence; the others have width ``d_model``.
+
+    Args:
+        kind: one of :data:`NAIVE_KINDS` or ``"sinusoidal"``.
+        position: the position ``p`` compared, ``0 <= p < min(lengths)``.
+        lengths: at least two sequence lengths.
+        d_model: width of the integer, fraction, binary and sinusoidal codes (even for the
+            sinusoid).
+        max_len: width of the one-hot code, ``>= max(lengths)``.
+
+    Returns:
+        ``True`` if some length gives ``position`` another code.
+
+    Example:
+        >>> code_depends_on_length("fraction", 10), code_depends_on_length("binary", 10)
+        (True, False)
+    """
+    kind = check_choice("kind", kind, NAIVE_KINDS + ("sinusoidal",))
+    position = check_int("position", position, minimum=0)
+    if isinstance(lengths, (str, bytes)) or not hasattr(lengths, "__len__") or len(lengths) < 2:
+        raise ValueError(f"lengths must hold at least two sequence lengths, got {lengths!r}")
+    lengths = tuple(check_int("lengths", n) for n in lengths)
+    if position >= min(lengths):
+        raise ValueError(f"position must be smaller than every length, got {position} and {lengths}")
+    d_model = check_int("d_model", d_model)
+    max_len = check_int("max_len", max_len)
+    if kind == "one_hot" and max_len < max(lengths):
+        raise ValueError(f"max_len must be >= the longest length {max(lengths)}, got {max_len}")
+
+    def code(n: int) -> np.ndarray:
+        if kind == "sinusoidal":
+            return sinusoidal_encoding(n, d_model)[position]
+        if kind == "one_hot":
+            return naive_encoding("one_hot", max_len)[:n][position]
+        return naive_encoding(kind, n, d_model)[position]
+
+    first = code(lengths[0])
+    return any(not np.array_equal(first, code(n)) for n in lengths[1:])
 
 
 def add_vs_concat_readout(
@@ -422,33 +502,46 @@ def add_vs_concat_readout(
     n_positions: int = 512,
     n_samples: int = 4000,
     seed: int = 0,
+    noise: float = 0.0,
+    dropout: float = 0.0,
 ) -> dict[str, float]:
     """How well a linear read-out recovers token and position from ``token + PE`` vs ``[token | PE]``.
 
-    Token embeddings are drawn with standard deviation ``d^-1/2`` and scaled by ``sqrt(d)``
-    (the Transformer's recipe, so their norm is about ``sqrt(d)``), for a total width ``d``:
+    Both arms have the same total width ``d`` and the same corruption:
 
     * **add**: ``x = e_t + PE(p)``, both of width ``d``;
-    * **concatenate**: ``x = [e_t | PE(p)]``, each half of width ``d / 2`` (same total width).
+    * **concatenate**: ``x = [e_t | PE(p)]``, each half of width ``d / 2``.
+
+    Token embeddings have entries of standard deviation 1 in both arms (drawn with
+    standard deviation ``w^-1/2`` and scaled by ``sqrt(w)``, the Transformer's recipe, for
+    the width ``w`` they occupy), the encoding's entries lie in ``[-1, 1]``. Then the whole
+    vector ``x`` is corrupted: Gaussian noise of standard deviation ``noise`` on every entry,
+    and/or inverted dropout with rate ``dropout`` (entries zeroed with that probability,
+    the others divided by ``1 - dropout``), which the Transformer applies to this very sum.
 
     The read-out is the nearest token and the nearest position *by a linear score*, what one
-    linear layer can compute: ``argmax_s x . e_s - |e_s|^2 / 2`` for the token and
-    ``argmax_q x . PE(q)`` for the position (all encodings have the same norm). With
-    concatenation the halves do not interfere, so both read-outs are exact; with addition
-    each part is noise for the other. The draws use numpy's seeded generator, so the
-    accuracies are the same on every machine.
+    linear layer can compute: ``argmax_s x . E_s - |E_s|^2 / 2`` for the token and
+    ``argmax_q x . P_q`` for the position, where ``E_s`` and ``P_q`` are the token embedding
+    and the encoding *placed as in the arm* (zero-padded to width ``d`` for the
+    concatenation). Adding gives each signal the full width but makes each the other's
+    noise; concatenating removes that interference but gives each signal half the width
+    against the same corruption. Without corruption the concatenation is exact by
+    construction; with it either arm can win. The draws use numpy's seeded generator, so
+    the results are the same on every machine.
 
     Args:
-        d_model: total width, even and >= 4 (so that each half of the concatenation is
-            even).
+        d_model: total width, a multiple of 4 and >= 4 (so that each half is even).
         n_tokens: vocabulary size.
         n_positions: number of positions.
         n_samples: number of random (token, position) pairs.
         seed: seed of ``numpy.random.default_rng``.
+        noise: standard deviation of the Gaussian noise added to every entry (>= 0).
+        dropout: dropout rate in ``[0, 1)``.
 
     Returns:
-        ``{"add_token", "add_position", "concat_token", "concat_position"}``: accuracies in
-        ``[0, 1]``.
+        For each arm ``a`` in ``("add", "concat")``: ``a_token`` (fraction of tokens read
+        exactly), ``a_position`` (positions read exactly), ``a_position_near`` (off by at
+        most 1), ``a_position_far`` (off by more than 10), all in ``[0, 1]``.
 
     Example:
         >>> r = add_vs_concat_readout(64, n_tokens=50, n_positions=32, n_samples=200)
@@ -462,23 +555,112 @@ def add_vs_concat_readout(
     n_positions = check_int("n_positions", n_positions, minimum=2)
     n_samples = check_int("n_samples", n_samples)
     seed = check_int("seed", seed, minimum=0)
+    if isinstance(noise, bool) or not isinstance(noise, numbers.Real):
+        raise TypeError(f"noise must be a real number, got {noise!r} of type {type(noise).__name__}")
+    noise = float(noise)
+    if not math.isfinite(noise) or noise < 0:
+        raise ValueError(f"noise must be a finite number >= 0, got {noise}")
+    dropout = check_probability("dropout", dropout)
     rng = np.random.default_rng(seed)
     tok_id = rng.integers(0, n_tokens, n_samples)
     pos_id = rng.integers(0, n_positions, n_samples)
-
-    def readout(width: int, token_part: bool, position_part: bool) -> tuple[float, float]:
+    out: dict[str, float] = {}
+    for arm, width in (("add", d_model), ("concat", d_model // 2)):
         emb = rng.normal(0.0, width**-0.5, (n_tokens, width)) * math.sqrt(width)
         pe = sinusoidal_encoding(n_positions, width)
-        tok, pos = emb[tok_id], pe[pos_id]
-        x_tok = tok + pos if position_part else tok  # what the token read-out sees
-        x_pos = tok + pos if token_part else pos  # what the position read-out sees
-        t_hat = np.argmax(x_tok @ emb.T - 0.5 * np.sum(emb * emb, axis=1), axis=1)
-        p_hat = np.argmax(x_pos @ pe.T, axis=1)
-        return float(np.mean(t_hat == tok_id)), float(np.mean(p_hat == pos_id))
+        if arm == "add":
+            e_full, p_full = emb, pe
+        else:
+            e_full = np.concatenate([emb, np.zeros((n_tokens, width))], axis=1)
+            p_full = np.concatenate([np.zeros((n_positions, width)), pe], axis=1)
+        x = e_full[tok_id] + p_full[pos_id]
+        if noise > 0:
+            x = x + rng.normal(0.0, noise, x.shape)
+        if dropout > 0:
+            x = x * (rng.random(x.shape) >= dropout) / (1.0 - dropout)
+        t_hat = np.argmax(x @ e_full.T - 0.5 * np.sum(e_full * e_full, axis=1), axis=1)
+        err = np.abs(np.argmax(x @ p_full.T, axis=1) - pos_id)
+        out[f"{arm}_token"] = float(np.mean(t_hat == tok_id))
+        out[f"{arm}_position"] = float(np.mean(err == 0))
+        out[f"{arm}_position_near"] = float(np.mean(err <= 1))
+        out[f"{arm}_position_far"] = float(np.mean(err > 10))
+    return out
 
-    add_t, add_p = readout(d_model, True, True)
-    cat_t, cat_p = readout(d_model // 2, False, False)
-    return {"add_token": add_t, "add_position": add_p, "concat_token": cat_t, "concat_position": cat_p}
+
+def dot_product_log_decay(offsets: float | np.ndarray, d_model: int, *, base: float = 10000.0) -> np.ndarray:
+    """The logarithmic envelope of ``PE(p) . PE(p + k)`` for ``1 << k << base``.
+
+    With ``u = 2i / d`` the frequencies are ``base**-u``; replacing the sum over pairs by
+    ``d / 2`` times an integral over ``u`` in ``[0, 1]`` gives
+    ``(d / 2) [Ci(k) - Ci(k / base)] / ln(base)``, and for ``1 << k << base``
+    (``Ci(k) ~ 0``, ``Ci(x) ~ gamma + ln x`` for small ``x``)::
+
+        PE(p) . PE(p + k)  ~  (d / 2) ln(base / (e**gamma k)) / ln(base)
+
+    a straight line in ``ln k`` that reaches zero at ``k = base e**-gamma`` (about 5,615
+    for base 10000). ``gamma`` is Euler's constant.
+
+    Args:
+        offsets: offsets ``k > 0`` (a number or an array).
+        d_model: even encoding width.
+        base: the constant 10000 of the paper.
+
+    Returns:
+        float64 array of the envelope at each offset.
+
+    Example:
+        >>> float(np.round(dot_product_log_decay(10000 * np.exp(-np.euler_gamma), 512), 12))
+        0.0
+    """
+    d_model = check_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(f"d_model must be even (complete sin/cos pairs), got {d_model}")
+    base = check_positive_float("base", base)
+    if base <= 1.0:
+        raise ValueError(f"base must be > 1, got {base}")
+    if isinstance(offsets, bool):
+        raise TypeError("offsets must be numbers, got a bool")
+    try:
+        k = np.asarray(offsets, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"offsets must be numbers, got {offsets!r}") from err
+    if k.size == 0 or not np.all(np.isfinite(k)) or np.any(k <= 0):
+        raise ValueError("offsets must be finite numbers > 0")
+    return (d_model / 2) * np.log(base / (np.exp(np.euler_gamma) * k)) / math.log(base)
+
+
+def dirichlet_bound(max_len: int, d_model: int) -> float:
+    """An upper bound on the closest pair among the first ``max_len`` positions, any frequencies.
+
+    Dirichlet's simultaneous approximation theorem: for ``m = d / 2`` numbers
+    ``omega_i / (2 pi)`` and ``N >= 1`` there is an integer ``1 <= k <= N**m`` that brings
+    every ``k omega_i`` within ``2 pi / N`` of a whole number of turns. Each pair then
+    contributes at most ``2 pi / N`` to the distance, so with ``N = floor((L - 1)**(1/m))``
+    some offset ``k < L`` has ``|PE(p + k) - PE(p)| <= sqrt(m) 2 pi / N``, roughly
+    ``2 pi sqrt(d / 2) L**(-2 / d)``. It holds for every choice of frequencies; for wide
+    encodings it exceeds the distance between neighbours and says nothing, which is why
+    only narrow encodings are forced into near-repetitions.
+
+    Args:
+        max_len: number of positions ``L`` (>= 2).
+        d_model: even encoding width.
+
+    Returns:
+        The bound as a Python float.
+
+    Example:
+        >>> round(dirichlet_bound(100_001, 2), 10) == round(2 * np.pi / 100_000, 10)
+        True
+    """
+    max_len = check_int("max_len", max_len, minimum=2)
+    d_model = check_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(f"d_model must be even (complete sin/cos pairs), got {d_model}")
+    m = d_model // 2
+    n = math.floor((max_len - 1) ** (1.0 / m) + 1e-9)
+    while n**m > max_len - 1:  # guard the floating-point root
+        n -= 1
+    return float(math.sqrt(m) * 2.0 * math.pi / max(n, 1))
 
 
 # ---------------------------------------------------------------- decoding noisy encodings (chapter 3)
@@ -508,9 +690,9 @@ def decode_offsets(first: np.ndarray, second: np.ndarray, omegas: np.ndarray, ma
         >>> decode_offsets(pe[[10, 20]], pe[[13, 60]], sinusoidal_frequencies(8), 100)
         array([ 3, 40])
     """
-    a = np.asarray(first, dtype=np.float64)
-    b = np.asarray(second, dtype=np.float64)
-    w = np.asarray(omegas, dtype=np.float64).ravel()
+    a = as_finite_array("first", first, min_size=0)
+    b = as_finite_array("second", second, min_size=0)
+    w = as_finite_array("omegas", omegas).ravel()
     if a.shape != b.shape or a.ndim != 2 or a.shape[1] != 2 * w.size:
         raise ValueError(
             f"first and second must both have shape (m, 2 * len(omegas)) = (m, {2 * w.size}), "
@@ -569,9 +751,11 @@ def band_noise_sweep(
     length = check_int("length", length, minimum=2)
     n_samples = check_int("n_samples", n_samples)
     seed = check_int("seed", seed, minimum=0)
-    s = np.asarray(sigmas, dtype=np.float64).ravel()
+    s = as_finite_array("sigmas", sigmas, min_size=0).ravel()
     if s.size == 0 or np.any(~np.isfinite(s)) or np.any(s < 0):
         raise ValueError(f"sigmas must be a non-empty array of finite numbers >= 0, got {sigmas!r}")
+    if not isinstance(bands, dict) or not bands:
+        raise TypeError(f"bands must be a non-empty dict name -> column indices, got {bands!r}")
     table = sinusoidal_encoding(length, d_model)
     omegas_all = _even_frequencies(d_model, 10000.0)
     rng = np.random.default_rng(seed)
