@@ -191,6 +191,50 @@ def test_add_vs_concat_readout_is_exact_for_concatenation_and_improves_with_widt
     assert lab.add_vs_concat_readout(64, n_samples=300, seed=3) == lab.add_vs_concat_readout(64, n_samples=300, seed=3)
 
 
+def test_add_vs_concat_readout_corrupts_both_arms_alike():
+    clean = lab.add_vs_concat_readout(64, n_samples=500)
+    noisy = lab.add_vs_concat_readout(64, n_samples=500, noise=1.0)
+    dropped = lab.add_vs_concat_readout(64, n_samples=500, dropout=0.5)
+    for r in (clean, noisy, dropped):
+        for arm in ("add", "concat"):
+            assert r[f"{arm}_position"] <= r[f"{arm}_position_near"]
+            assert 0.0 <= r[f"{arm}_position_far"] <= 1 - r[f"{arm}_position_near"]
+    # the concatenation is no longer exact once corrupted
+    assert noisy["concat_token"] < 1.0 and noisy["concat_position"] < 1.0
+    assert dropped["concat_position"] < 1.0
+
+
+def test_linear_shift_residual_relative_and_affine():
+    integer = lab.naive_encoding("integer", 100, 4)
+    fraction = lab.naive_encoding("fraction", 100, 4)
+    assert lab.linear_shift_residual(integer, 1, relative=True) == pytest.approx(
+        lab.linear_shift_residual(fraction, 1, relative=True), rel=1e-9)
+    assert lab.linear_shift_residual(integer, 1, bias=True) < 1e-9
+    assert lab.linear_shift_residual(integer, 1) == pytest.approx(100 * lab.linear_shift_residual(fraction, 1))
+
+
+def test_code_depends_on_length():
+    assert lab.code_depends_on_length("fraction", 3, (10, 20))
+    for kind in ("integer", "one_hot", "binary", "sinusoidal"):
+        assert not lab.code_depends_on_length(kind, 3, (10, 20, 30), max_len=64)
+
+
+def test_dot_product_log_decay_matches_the_exact_sum_between_its_limits():
+    k = np.array([100.0, 300.0, 1000.0])
+    exact = lab.offset_dot_product(k, 512)
+    assert np.allclose(lab.dot_product_log_decay(k, 512), exact, atol=6.0)
+    zero = 10000 * np.exp(-np.euler_gamma)
+    assert abs(lab.dot_product_log_decay(zero, 512)) < 1e-9
+    assert lab.dot_product_log_decay(1.0, 512) == pytest.approx(256 * (1 - np.euler_gamma / np.log(1e4)))
+
+
+def test_dirichlet_bound_holds_for_any_base():
+    for d, L in ((2, 5000), (4, 5000), (6, 3000)):
+        bound = lab.dirichlet_bound(L, d)
+        for base in (7.0, 100.0, 1e4, 3.3e5):
+            assert lab.min_distance_by_length(L, d, base=base)[L] <= bound + 1e-12
+
+
 def test_decode_offsets_recovers_exact_offsets_and_ignores_the_start():
     pe = posenc.sinusoidal_encoding(300, 16)
     w = posenc.sinusoidal_frequencies(16)
@@ -216,6 +260,19 @@ def test_band_noise_sweep_without_noise_is_exact_and_degrades_with_noise():
         (lambda: lab.linear_shift_residual(np.zeros(4), 1), ValueError, "table"),
         (lambda: lab.add_vs_concat_readout(18), ValueError, "d_model"),
         (lambda: lab.add_vs_concat_readout(16.0), TypeError, "d_model"),
+        (lambda: lab.add_vs_concat_readout(16, noise=-1.0), ValueError, "noise"),
+        (lambda: lab.add_vs_concat_readout(16, dropout=1.0), ValueError, "dropout"),
+        (lambda: lab.add_vs_concat_readout(16, noise="a"), TypeError, "noise"),
+        (lambda: lab.linear_shift_residual(np.ones((4, 2)), 1, relative=True), ValueError, "relative"),
+        (lambda: lab.linear_shift_residual(np.eye(4), 1, bias=1), TypeError, "bias"),
+        (lambda: lab.code_depends_on_length("fraction", 30, (20, 100)), ValueError, "position"),
+        (lambda: lab.code_depends_on_length("fraction", 3, (20,)), ValueError, "lengths"),
+        (lambda: lab.code_depends_on_length("one_hot", 3, (20, 100), max_len=50), ValueError, "max_len"),
+        (lambda: lab.dot_product_log_decay(0.0, 8), ValueError, "offsets"),
+        (lambda: lab.dot_product_log_decay(5.0, 7), ValueError, "d_model"),
+        (lambda: lab.dot_product_log_decay(5.0, 8, base=1.0), ValueError, "base"),
+        (lambda: lab.dirichlet_bound(1, 4), ValueError, "max_len"),
+        (lambda: lab.dirichlet_bound(10, 5), ValueError, "d_model"),
         (lambda: lab.decode_offsets(np.zeros((2, 4)), np.zeros((2, 2)), np.ones(2), 5), ValueError, "first and second"),
         (lambda: lab.band_noise_sweep(16, 32, {"b": np.array([1, 2])}, np.array([0.1])), ValueError, "whole pairs"),
         (lambda: lab.band_noise_sweep(16, 32, {"b": np.arange(4)}, np.array([-0.1])), ValueError, "sigmas"),
