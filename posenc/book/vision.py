@@ -1,0 +1,475 @@
+"""Chapter 8's laboratory: a tiny vision transformer on scikit-learn's digits, and 2-D position measurements.
+
+The data are the 1,797 handwritten digits (8 x 8 pixels, 16 grey levels) that ship with
+scikit-learn, upsampled bilinearly to a larger square and cut into ``patch x patch``
+patches: at 16 x 16 pixels and 4-pixel patches a digit is a 4 x 4 grid of 16 tokens, at
+32 x 32 an 8 x 8 grid of 64. A model trained at one size and evaluated at a larger one
+sees the same digits drawn over more patches: the resolution-extrapolation setting of
+Heo et al. (2024, section 4.1, "multi-resolution"), in miniature.
+
+:class:`TinyViT` takes one positional scheme of :data:`VISION_SCHEMES`:
+
+* ``"none"``: no position at all (a bag of patches);
+* ``"learned_2d"``: a learned table, one vector per patch of the training grid, resized
+  bicubically to another grid (as ViT and DeiT do before fine-tuning at a higher
+  resolution);
+* ``"sincos_1d"``: the 1-D sinusoidal table of the flattened index ``row * width + col``;
+* ``"sincos_2d"``: :func:`posenc.sinusoidal_encoding_2d`;
+* ``"rope_axial"``: :class:`posenc.AxialRotaryEmbedding` (base 100, as Heo et al.);
+* ``"rope_mixed"``: :class:`posenc.MixedRotaryEmbedding` (base 10, one per layer).
+
+Everything random comes from generators seeded by the run's seed; the split of the data
+is fixed (seed 0) and shared by every run.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import AxialRotaryEmbedding, MixedRotaryEmbedding, SelfAttention, sinusoidal_encoding, sinusoidal_encoding_2d
+from .._checks import check_choice, check_int, check_positive_float
+
+__all__ = [
+    "VISION_SCHEMES",
+    "VisionConfig",
+    "TinyViT",
+    "adjacency_distances",
+    "digits_split",
+    "evaluate_vit",
+    "grid_positions",
+    "patchify",
+    "query_scores",
+    "random_zoom",
+    "run_vision_trial",
+    "train_vit",
+    "upsample",
+]
+
+#: The positional schemes :class:`TinyViT` accepts.
+VISION_SCHEMES = ("none", "learned_2d", "sincos_1d", "sincos_2d", "rope_axial", "rope_mixed")
+
+
+def grid_positions(height: int, width: int) -> torch.Tensor:
+    """(row, column) of every patch of a ``height x width`` grid, row-major: ``(height * width, 2)`` long.
+
+    Example:
+        >>> grid_positions(2, 3).tolist()
+        [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
+    """
+    height, width = check_int("height", height), check_int("width", width)
+    return torch.cartesian_prod(torch.arange(height), torch.arange(width))
+
+
+@functools.lru_cache(maxsize=1)
+def _digits() -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    return (d.images / 16.0).astype(np.float64), d.target.astype(np.int64)
+
+
+def digits_split(n_val: int = 300, n_test: int = 400) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """scikit-learn's digits (8 x 8, values in [0, 1]) in a fixed split: ``{"train"|"val"|"test": (images, labels)}``.
+
+    The split is a permutation seeded by 0, the same for every run; ``images`` are float64
+    ``(n, 8, 8)``, ``labels`` long ``(n,)``.
+
+    Example:
+        >>> s = digits_split()
+        >>> [tuple(s[k][0].shape) for k in ("train", "val", "test")]
+        [(1097, 8, 8), (300, 8, 8), (400, 8, 8)]
+    """
+    n_val, n_test = check_int("n_val", n_val), check_int("n_test", n_test)
+    images, labels = _digits()
+    if n_val + n_test >= len(images):
+        raise ValueError(f"n_val + n_test must leave training images (there are {len(images)}), got {n_val} + {n_test}")
+    perm = np.random.default_rng(0).permutation(len(images))
+    parts = {"test": perm[:n_test], "val": perm[n_test : n_test + n_val], "train": perm[n_test + n_val :]}
+    return {k: (torch.from_numpy(images[idx]), torch.from_numpy(labels[idx])) for k, idx in parts.items()}
+
+
+def upsample(images: torch.Tensor, size: int) -> torch.Tensor:
+    """Resize ``(n, h, w)`` images to ``(n, size, size)`` bilinearly (``align_corners=False``)."""
+    if not isinstance(images, torch.Tensor) or images.ndim != 3 or not images.is_floating_point():
+        raise TypeError("images must be a floating-point tensor of shape (n, height, width)")
+    size = check_int("size", size)
+    return nn.functional.interpolate(images[:, None], size=(size, size), mode="bilinear", align_corners=False)[:, 0]
+
+
+def random_zoom(images: torch.Tensor, size: int, max_zoom: float, generator: torch.Generator) -> torch.Tensor:
+    """Random zoomed crops of ``(n, h, w)`` images, resized to ``size x size`` (bilinear).
+
+    Each image is magnified by a factor drawn uniformly from ``[1, max_zoom]`` and a window
+    of ``1 / zoom`` of its side, at a uniformly random place, is resampled to
+    ``size x size``: the scale augmentation (a square ``RandomResizedCrop``) of the ViT
+    recipes of DeiT and Heo et al. With ``max_zoom=1`` it equals :func:`upsample`.
+    """
+    if not isinstance(images, torch.Tensor) or images.ndim != 3 or not images.is_floating_point():
+        raise TypeError("images must be a floating-point tensor of shape (n, height, width)")
+    size = check_int("size", size)
+    max_zoom = check_positive_float("max_zoom", max_zoom)
+    if max_zoom < 1:
+        raise ValueError(f"max_zoom must be >= 1, got {max_zoom}")
+    n = images.shape[0]
+    zoom = 1 + (max_zoom - 1) * torch.rand(n, generator=generator, dtype=torch.float64)
+    room = 1 - 1 / zoom
+    tx = (2 * torch.rand(n, generator=generator, dtype=torch.float64) - 1) * room
+    ty = (2 * torch.rand(n, generator=generator, dtype=torch.float64) - 1) * room
+    theta = torch.zeros(n, 2, 3, dtype=torch.float64)
+    theta[:, 0, 0] = theta[:, 1, 1] = 1 / zoom
+    theta[:, 0, 2], theta[:, 1, 2] = tx, ty
+    theta = theta.to(images.dtype)
+    grid = nn.functional.affine_grid(theta, [n, 1, size, size], align_corners=False)
+    return nn.functional.grid_sample(images[:, None], grid, mode="bilinear", padding_mode="border", align_corners=False)[:, 0]
+
+
+def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
+    """Cut ``(n, H, W)`` images into ``(n, (H/patch) * (W/patch), patch * patch)`` patches, row-major.
+
+    Example:
+        >>> x = torch.arange(16.0).reshape(1, 4, 4)
+        >>> patchify(x, 2)[0, 1].tolist()  # the patch at row 0, column 1
+        [2.0, 3.0, 6.0, 7.0]
+    """
+    patch = check_int("patch", patch)
+    if not isinstance(images, torch.Tensor) or images.ndim != 3:
+        raise TypeError("images must be a tensor of shape (n, height, width)")
+    n, h, w = images.shape
+    if h % patch or w % patch:
+        raise ValueError(f"the image size ({h} x {w}) must be a multiple of patch={patch}")
+    x = images.reshape(n, h // patch, patch, w // patch, patch).permute(0, 1, 3, 2, 4)
+    return x.reshape(n, (h // patch) * (w // patch), patch * patch)
+
+
+def adjacency_distances(width: int, d_model: int = 64, *, height: int | None = None) -> dict[str, float]:
+    """Mean distance between the codes of horizontally and of vertically adjacent patches.
+
+    For the 1-D sinusoidal code of the flattened index (``sincos_1d``) and the 2-D table
+    (``sincos_2d``) of a ``height x width`` grid: a horizontal neighbour is one index away
+    in 1-D, a vertical one ``width`` indices away, so in 1-D the two kinds of neighbour
+    are not alike, and what "one row down" looks like changes with the width.
+
+    Returns:
+        ``{"1d_horizontal", "1d_vertical", "2d_horizontal", "2d_vertical"}``: mean
+        Euclidean distances over all adjacent pairs (float).
+
+    Example:
+        >>> d = adjacency_distances(8)
+        >>> d["1d_vertical"] > d["1d_horizontal"]
+        True
+    """
+    width = check_int("width", width)
+    height = width if height is None else check_int("height", height)
+    if width < 2 or height < 2:
+        raise ValueError("width and height must be at least 2 (a grid with both kinds of neighbour)")
+    one = sinusoidal_encoding(height * width, d_model, layout="concatenated").reshape(height, width, d_model)
+    two = sinusoidal_encoding_2d((height, width), d_model).reshape(height, width, d_model)
+    out = {}
+    for name, t in (("1d", one), ("2d", two)):
+        out[f"{name}_horizontal"] = float(np.linalg.norm(t[:, 1:] - t[:, :-1], axis=-1).mean())
+        out[f"{name}_vertical"] = float(np.linalg.norm(t[1:] - t[:-1], axis=-1).mean())
+    return out
+
+
+def query_scores(scheme: str, grid: int, query: tuple[int, int], *, head_dim: int = 32, seed: int = 0) -> np.ndarray:
+    """Score of one query patch against every key of a ``grid x grid`` image, with position only.
+
+    For ``"rope_axial"`` (base 100) and ``"rope_mixed"`` (base 10, the paper's random
+    initialisation drawn from ``seed``) the query and key vectors are the same all-ones
+    vector rotated to their positions, so the score ``<R(p) 1, R(p') 1>`` is a function
+    of the offset only; for ``"sincos_2d"`` the score is the dot product of the two rows
+    of the 2-D table (width ``head_dim``). Returns a ``(grid, grid)`` float64 array.
+
+    Example:
+        >>> s = query_scores("rope_axial", 5, (2, 2), head_dim=8)
+        >>> float(s[2, 2])  # the query against itself: |1|^2
+        8.0
+    """
+    check_choice("scheme", scheme, ("rope_axial", "rope_mixed", "sincos_2d"))
+    grid = check_int("grid", grid)
+    head_dim = check_int("head_dim", head_dim)
+    if not (isinstance(query, (tuple, list)) and len(query) == 2):
+        raise TypeError(f"query must be a (row, column) pair, got {query!r}")
+    r, c = check_int("query[0]", query[0], minimum=0), check_int("query[1]", query[1], minimum=0)
+    if r >= grid or c >= grid:
+        raise ValueError(f"query {query} must lie in the {grid} x {grid} grid")
+    if scheme == "sincos_2d":
+        t = sinusoidal_encoding_2d(grid, head_dim)
+        return (t @ t[r * grid + c]).reshape(grid, grid)
+    pos = grid_positions(grid, grid).double()
+    if scheme == "rope_axial":
+        rope = AxialRotaryEmbedding(head_dim, base=100.0)
+        ones = torch.ones(1, 1, grid * grid, head_dim, dtype=torch.float64)
+    else:
+        g = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=g)))
+            rope = MixedRotaryEmbedding(head_dim, 1, base=10.0).double()
+        ones = torch.ones(1, 1, grid * grid, head_dim, dtype=torch.float64)
+    with torch.no_grad():
+        k = rope(ones, positions=pos)[0, 0]
+        q = k[r * grid + c]
+    return (k @ q).reshape(grid, grid).numpy()
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+class _Block(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attn = SelfAttention(d_model, n_heads)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+
+    def forward(self, x: torch.Tensor, rotary=None) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), rotary=rotary)
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyViT(nn.Module):
+    """A small vision transformer with one positional scheme of :data:`VISION_SCHEMES`.
+
+    Patches (flattened pixels) are embedded linearly; pre-norm blocks of
+    :class:`posenc.SelfAttention` and a GELU MLP; mean pooling over the patches; a linear
+    classifier. It accepts any square image whose side is a multiple of ``patch``: the
+    grid is read from the input, and the positions follow it (the learned table is
+    resized bicubically to that grid; the sinusoidal tables and rotations are computed for
+    it).
+
+    Args:
+        scheme: one of :data:`VISION_SCHEMES`.
+        train_grid: side of the patch grid of the training images (the learned table's size).
+        patch: side of a patch in pixels.
+        d_model, n_heads, n_layers, d_ff: widths and depth.
+        n_classes: outputs.
+
+    Shapes:
+        ``forward(images)``: ``(batch, H, W)`` with ``H == W`` a multiple of ``patch``;
+        returns logits ``(batch, n_classes)``.
+
+    Example:
+        >>> m = TinyViT("rope_axial", train_grid=4)
+        >>> m(torch.rand(2, 24, 24)).shape  # a 6 x 6 grid
+        torch.Size([2, 10])
+    """
+
+    def __init__(
+        self,
+        scheme: str,
+        *,
+        train_grid: int = 4,
+        patch: int = 4,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 128,
+        n_classes: int = 10,
+    ) -> None:
+        super().__init__()
+        self.scheme = check_choice("scheme", scheme, VISION_SCHEMES)
+        self.train_grid = check_int("train_grid", train_grid)
+        self.patch = check_int("patch", patch)
+        self.d_model = check_int("d_model", d_model)
+        self.n_heads = check_int("n_heads", n_heads)
+        if self.d_model % (4 * self.n_heads):
+            raise ValueError(f"d_model must be divisible by 4 * n_heads = {4 * self.n_heads}, got {self.d_model}")
+        head_dim = self.d_model // self.n_heads
+        self.embed = nn.Linear(self.patch * self.patch, self.d_model)
+        self.blocks = nn.ModuleList(_Block(self.d_model, self.n_heads, check_int("d_ff", d_ff)) for _ in range(check_int("n_layers", n_layers)))
+        self.norm = nn.LayerNorm(self.d_model)
+        self.head = nn.Linear(self.d_model, check_int("n_classes", n_classes))
+        self.table = None
+        self.rotary = None
+        if scheme == "learned_2d":
+            self.table = nn.Parameter(torch.randn(self.train_grid, self.train_grid, self.d_model) * 0.02)
+        elif scheme == "rope_axial":
+            self.rotary = AxialRotaryEmbedding(head_dim, base=100.0)
+        elif scheme == "rope_mixed":
+            self.rotary = nn.ModuleList(MixedRotaryEmbedding(head_dim, self.n_heads, base=10.0) for _ in self.blocks)
+
+    def positional_table(self, grid: int) -> torch.Tensor | None:
+        """The table added to the patch embeddings of a ``grid x grid`` image, ``(grid * grid, d_model)`` (or ``None``)."""
+        dtype = self.embed.weight.dtype
+        if self.scheme == "learned_2d":
+            t = self.table
+            if grid != self.train_grid:
+                t = nn.functional.interpolate(t.permute(2, 0, 1)[None], size=(grid, grid), mode="bicubic", align_corners=False)[0].permute(1, 2, 0)
+            return t.reshape(grid * grid, self.d_model)
+        if self.scheme == "sincos_1d":
+            return torch.from_numpy(sinusoidal_encoding(grid * grid, self.d_model, layout="concatenated")).to(dtype)
+        if self.scheme == "sincos_2d":
+            return torch.from_numpy(sinusoidal_encoding_2d(grid, self.d_model)).to(dtype)
+        return None
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        if not isinstance(images, torch.Tensor) or images.ndim != 3 or images.shape[1] != images.shape[2]:
+            raise ValueError("images must be a tensor of shape (batch, H, H) (square images)")
+        grid = images.shape[1] // self.patch
+        x = self.embed(patchify(images.to(self.embed.weight.dtype), self.patch))
+        table = self.positional_table(grid)
+        if table is not None:
+            x = x + table
+        pos = grid_positions(grid, grid).to(x.device)
+        for i, block in enumerate(self.blocks):
+            rot = None
+            if self.scheme == "rope_axial":
+                rot = functools.partial(self.rotary, positions=pos)
+            elif self.scheme == "rope_mixed":
+                rot = functools.partial(self.rotary[i], positions=pos)
+            x = block(x, rotary=rot)
+        return self.head(self.norm(x).mean(dim=1))
+
+
+# ----------------------------------------------------------------------------- training
+
+
+@dataclass(frozen=True)
+class VisionConfig:
+    """One training recipe for every scheme (the one tuning rule of the experiment).
+
+    AdamW at ``lr`` with weight decay ``weight_decay``, batches of ``batch_size``, at most
+    ``max_epochs`` epochs; after every epoch the loss on the validation images (at the
+    training size) is measured and training stops when it has not improved for
+    ``patience`` epochs; the weights of the best epoch are kept. Every training batch is
+    a set of random zoomed crops (zoom uniform in ``[1, max_zoom]``, see
+    :func:`random_zoom`), so that the model sees digits drawn at several scales, as ViTs
+    trained with random resized crops do; validation and test images are whole digits.
+    """
+
+    train_size: int = 16
+    eval_sizes: tuple[int, ...] = (12, 16, 20, 24, 32)
+    patch: int = 4
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    d_ff: int = 128
+    lr: float = 1e-3
+    weight_decay: float = 0.05
+    batch_size: int = 64
+    max_epochs: int = 150
+    patience: int = 12
+    max_zoom: float = 1.6
+    dtype: str = "float32"
+    n_train: int | None = None
+
+    def __post_init__(self) -> None:
+        check_int("train_size", self.train_size)
+        check_int("patch", self.patch)
+        for s in (self.train_size, *self.eval_sizes):
+            if check_int("eval_sizes", s) % self.patch:
+                raise ValueError(f"image sizes must be multiples of patch={self.patch}, got {s}")
+        check_positive_float("lr", self.lr)
+        check_int("max_epochs", self.max_epochs)
+        check_int("patience", self.patience)
+        check_choice("dtype", self.dtype, ("float32", "float64"))
+        if check_positive_float("max_zoom", self.max_zoom) < 1:
+            raise ValueError(f"max_zoom must be >= 1, got {self.max_zoom}")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return torch.float64 if self.dtype == "float64" else torch.float32
+
+
+def _loss_acc(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch: int = 500) -> tuple[float, float]:
+    model.eval()
+    total, correct = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(images), batch):
+            logits = model(images[i : i + batch])
+            total += float(nn.functional.cross_entropy(logits, labels[i : i + batch], reduction="sum"))
+            correct += int((logits.argmax(-1) == labels[i : i + batch]).sum())
+    return total / len(images), correct / len(images)
+
+
+def train_vit(scheme: str, seed: int, config: VisionConfig = VisionConfig()) -> tuple[TinyViT, dict]:
+    """Train :class:`TinyViT` with ``scheme`` from ``seed`` at ``config.train_size``; stop on validation loss.
+
+    Returns the model at its best validation epoch and a history dict (``val_loss`` per
+    epoch, ``best_epoch``, ``epochs``, ``seconds``). The caller's global random state is
+    left unchanged.
+    """
+    check_choice("scheme", scheme, VISION_SCHEMES)
+    seed = check_int("seed", seed, minimum=0)
+    if not isinstance(config, VisionConfig):
+        raise TypeError(f"config must be a VisionConfig, got {type(config).__name__}")
+    dtype = config.torch_dtype
+    split = digits_split()
+    xs, ys = split["train"]
+    if config.n_train is not None:
+        xs, ys = xs[: config.n_train], ys[: config.n_train]
+    xs = xs.to(dtype)
+    xval = upsample(split["val"][0], config.train_size).to(dtype)
+    yval = split["val"][1]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = TinyViT(
+            scheme,
+            train_grid=config.train_size // config.patch,
+            patch=config.patch,
+            d_model=config.d_model,
+            n_heads=config.n_heads,
+            n_layers=config.n_layers,
+            d_ff=config.d_ff,
+        ).to(dtype)
+    gen = torch.Generator().manual_seed(seed + 1_000_003)
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    best, best_state, best_epoch, history = math.inf, None, -1, []
+    t0 = time.perf_counter()
+    for epoch in range(config.max_epochs):
+        model.train()
+        order = torch.randperm(len(xs), generator=gen)
+        for i in range(0, len(xs), config.batch_size):
+            idx = order[i : i + config.batch_size]
+            batch = random_zoom(xs[idx], config.train_size, config.max_zoom, gen)
+            loss = nn.functional.cross_entropy(model(batch), ys[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        val_loss, _ = _loss_acc(model, xval, yval)
+        history.append(val_loss)
+        if val_loss < best:
+            best, best_epoch, best_state = val_loss, epoch, copy.deepcopy(model.state_dict())
+        elif epoch - best_epoch >= config.patience:
+            break
+    model.load_state_dict(best_state)
+    model.eval()
+    return model, {"val_loss": history, "best_epoch": best_epoch, "epochs": len(history), "seconds": time.perf_counter() - t0}
+
+
+def evaluate_vit(model: TinyViT, size: int, *, split: str = "test") -> tuple[float, float]:
+    """(loss, accuracy) of ``model`` on the ``split`` digits upsampled to ``size x size``."""
+    if not isinstance(model, TinyViT):
+        raise TypeError(f"model must be a TinyViT, got {type(model).__name__}")
+    size = check_int("size", size)
+    if size % model.patch:
+        raise ValueError(f"size must be a multiple of the model's patch ({model.patch}), got {size}")
+    split = check_choice("split", split, ("train", "val", "test"))
+    x, y = digits_split()[split]
+    return _loss_acc(model, upsample(x, size).to(model.embed.weight.dtype), y)
+
+
+def run_vision_trial(scheme: str, seed: int, config: VisionConfig = VisionConfig()) -> dict:
+    """Train one model and score it at every ``config.eval_sizes``: one JSON row."""
+    model, hist = train_vit(scheme, seed, config)
+    row = {"scheme": scheme, "seed": seed, "best_epoch": hist["best_epoch"], "epochs": hist["epochs"], "seconds": round(hist["seconds"], 1)}
+    for s in config.eval_sizes:
+        loss, acc = evaluate_vit(model, s)
+        row[f"loss_{s}"], row[f"acc_{s}"] = loss, acc
+    return row
+
+
+def config_dict(config: VisionConfig) -> dict:
+    """The config as a JSON-ready dict."""
+    d = asdict(config)
+    d["eval_sizes"] = list(d["eval_sizes"])
+    return d
