@@ -49,6 +49,7 @@ __all__ = [
     "TEXT_SCHEMES",
     "CharCorpus",
     "TextConfig",
+    "bpc_summary",
     "evaluate_bpc",
     "extension_scaling",
     "fine_tune_extension",
@@ -56,6 +57,7 @@ __all__ = [
     "long_range_probe",
     "loss_by_position",
     "random_windows",
+    "seed_values",
     "sha256_of",
     "train_lm",
     "with_rotary_scaling",
@@ -155,7 +157,17 @@ def load_corpus(path: str | Path | None = None, *, name: str | None = None) -> C
         (65, 1115394)
     """
     default = path is None
-    path = CORPUS_FILE if default else Path(path)
+    if default:
+        # the repository's data/ folder; from a notebook in notebooks/, or the repository root
+        candidates = [CORPUS_FILE, Path.cwd().parent / "data" / CORPUS_FILE.name, Path.cwd() / "data" / CORPUS_FILE.name]
+        found = [c for c in candidates if c.is_file()]
+        if not found:
+            raise ValueError(
+                f"the corpus {CORPUS_FILE.name} ships in the book's repository (data/); run from a clone of it"
+            )
+        path = found[0]
+    else:
+        path = Path(path)
     digest = sha256_of(path)
     if default and digest != CORPUS_SHA256:
         raise ValueError(f"{path} has SHA-256 {digest}, expected {CORPUS_SHA256} (see data/README.md)")
@@ -612,3 +624,59 @@ def long_range_probe(
     a = losses[:, prefix : prefix + span - 1]
     b = losses[:, length - span : length - 1]
     return {"first": float(a.mean()) * LOG2E, "second": float(b.mean()) * LOG2E, "length": length}
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float, int]:
+    arr = np.asarray(values, dtype=float)
+    sd = float(arr.std(ddof=1)) if arr.size > 1 else float("nan")
+    return float(arr.mean()), sd, int(arr.size)
+
+
+def bpc_summary(saved: dict, *, extension: str | None = None, finetune_len: int | None = None) -> dict:
+    """Mean, standard deviation and count over seeds of the saved bits per character.
+
+    Args:
+        saved: the results dict of ``experiments/realtext.py`` (a list ``rows``).
+        extension: ``None`` for the main rows (no ``extension`` field), else the
+            extension's name (rows with ``finetune_len`` equal to ``finetune_len``:
+            ``None`` for zero-shot).
+
+    Returns:
+        ``{(scheme, eval_len, mode): (mean, sd, n_seeds)}``; rows whose ``bpc`` is
+        ``None`` (a learned table asked for a longer input) are left out.
+
+    Example:
+        >>> rows = [{"scheme": "alibi", "seed": s, "train_len": 64, "eval_len": 64,
+        ...          "mode": "sliding", "bpc": b} for s, b in ((0, 2.0), (1, 2.2))]
+        >>> m, sd, n = bpc_summary({"rows": rows})[("alibi", 64, "sliding")]
+        >>> round(m, 3), round(sd, 3), n
+        (2.1, 0.141, 2)
+    """
+    if not isinstance(saved, dict) or not isinstance(saved.get("rows"), list):
+        raise ValueError("saved must be a results dict with a list 'rows'")
+    groups: dict[tuple, list[float]] = {}
+    for r in saved["rows"]:
+        if r.get("extension") != extension or r.get("bpc") is None:
+            continue
+        if extension is not None and r.get("finetune_len") != finetune_len:
+            continue
+        groups.setdefault((r["scheme"], r["eval_len"], r["mode"]), []).append(r["bpc"])
+    return {k: _mean_sd(v) for k, v in groups.items()}
+
+
+def seed_values(saved: dict, scheme: str, eval_len: int, mode: str, *, extension: str | None = None,
+                finetune_len: int | None = None) -> dict[int, float]:
+    """``{seed: bpc}`` of one cell of the saved grid (for comparisons seed by seed)."""
+    if not isinstance(saved, dict) or not isinstance(saved.get("rows"), list):
+        raise ValueError("saved must be a results dict with a list 'rows'")
+    mode = check_choice("mode", mode, EVAL_MODES)
+    out = {}
+    for r in saved["rows"]:
+        if (r["scheme"], r["eval_len"], r["mode"]) != (scheme, eval_len, mode) or r.get("bpc") is None:
+            continue
+        if r.get("extension") != extension:
+            continue
+        if extension is not None and r.get("finetune_len") != finetune_len:
+            continue
+        out[r["seed"]] = r["bpc"]
+    return out

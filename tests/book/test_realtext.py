@@ -165,3 +165,26 @@ def test_fine_tune_extension_uses_the_scaling(corpus):
                                          seed=0, steps=2)
     assert tuned.positional.scaling is not None and model.positional.scaling is None
     assert info["best_step"] in (1, 2)
+
+
+def test_summaries_over_seeds_leave_out_missing_values():
+    rows = [
+        {"scheme": "alibi", "seed": 0, "train_len": 64, "eval_len": 128, "mode": "sliding", "bpc": 2.0},
+        {"scheme": "alibi", "seed": 1, "train_len": 64, "eval_len": 128, "mode": "sliding", "bpc": 2.4},
+        {"scheme": "learned", "seed": 0, "train_len": 64, "eval_len": 128, "mode": "sliding", "bpc": None},
+        {"scheme": "rope", "seed": 0, "train_len": 64, "eval_len": 128, "mode": "sliding", "bpc": 3.0,
+         "extension": "pi", "finetune_len": None},
+        {"scheme": "rope", "seed": 0, "train_len": 64, "eval_len": 128, "mode": "sliding", "bpc": 2.5,
+         "extension": "pi", "finetune_len": 256},
+    ]
+    main = rt.bpc_summary({"rows": rows})
+    assert set(main) == {("alibi", 128, "sliding")}
+    assert main[("alibi", 128, "sliding")][0] == pytest.approx(2.2) and main[("alibi", 128, "sliding")][2] == 2
+    assert rt.bpc_summary({"rows": rows}, extension="pi")[("rope", 128, "sliding")][0] == 3.0
+    assert rt.bpc_summary({"rows": rows}, extension="pi", finetune_len=256)[("rope", 128, "sliding")][0] == 2.5
+    assert rt.seed_values({"rows": rows}, "alibi", 128, "sliding") == {0: 2.0, 1: 2.4}
+    assert rt.seed_values({"rows": rows}, "learned", 128, "sliding") == {}
+    with pytest.raises(ValueError, match="saved"):
+        rt.bpc_summary([])
+    with pytest.raises(ValueError, match="mode"):
+        rt.seed_values({"rows": rows}, "alibi", 128, "window")
