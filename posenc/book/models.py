@@ -123,6 +123,10 @@ class Block(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, bias=None, rotary: nn.Module | None = None) -> torch.Tensor:
+        d_model = self.norm1.normalized_shape[0]
+        if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != d_model:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"x must be a tensor of shape (batch, seq, d_model={d_model}), got {got}")
         bias = self.shaw if self.shaw is not None else bias
         x = x + self.attn(self.norm1(x), bias=bias, rotary=rotary)
         return x + self.mlp(self.norm2(x))
@@ -269,9 +273,9 @@ class PositionalTransformer(nn.Module):
         return weights[0] if weights.ndim == 4 else weights
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
-        if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point():
+        if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.is_floating_point() or not tokens.shape[1]:
             shape = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
-            raise ValueError(f"tokens must be an integer tensor of shape (batch, seq), got {shape}")
+            raise ValueError(f"tokens must be an integer tensor of shape (batch, seq) with seq >= 1, got {shape}")
         vocab = self.embed.num_embeddings
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab):
             raise ValueError(

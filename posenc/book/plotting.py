@@ -12,6 +12,8 @@ from collections.abc import Iterator
 import matplotlib as mpl
 
 from .results import acc_key
+from ._validate import as_finite_array, check_axes, check_figure, check_names, check_rows
+from .._checks import check_int
 
 __all__ = [
     "BOOK_RC",
@@ -84,6 +86,7 @@ def figure_problems(fig) -> list[str]:
     """
     from matplotlib.text import Text
 
+    check_figure("fig", fig)
     problems = []
     width = fig.get_size_inches()[0]
     if width > COLUMN_WIDTH_IN + 1e-6:
@@ -119,6 +122,7 @@ def figure_png(fig, *, colors: int = 256) -> tuple[bytes, dict[str, int]]:
 
     if not isinstance(colors, int) or isinstance(colors, bool) or not 2 <= colors <= 256:
         raise ValueError(f"colors must be an int in [2, 256], got {colors!r}")
+    check_figure("fig", fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=PIXEL_DENSITY * fig.dpi, bbox_inches="tight", pad_inches=0.05)
     for problem in figure_problems(fig):  # after drawing: tick labels exist only then
@@ -214,6 +218,21 @@ def plot_length_extrapolation(
     """
     import math
 
+    check_axes("ax", ax)
+    schemes, train_len = check_names("schemes", schemes), check_int("train_len", train_len)
+    if not isinstance(factors, (tuple, list)) or not factors:
+        raise TypeError(f"factors must be a non-empty tuple of evaluation factors, got {factors!r}")
+    factors = tuple(check_int("factors", f) for f in factors)
+    if not isinstance(summary, dict) or not summary:
+        raise TypeError("summary must be the non-empty dict returned by summarize_trials")
+    if not any(isinstance(g, tuple) and g[:1] == (task,) for g in summary):
+        raise ValueError(f"task={task!r} has no entry in summary; it has {sorted({g[0] for g in summary})}")
+    for scheme in schemes:
+        if (task, scheme) not in summary:
+            raise ValueError(f"schemes: {scheme!r} has no entry for task {task!r} in summary")
+        missing = [f for f in factors if acc_key(f) not in summary[(task, scheme)]]
+        if missing:
+            raise ValueError(f"factors: summary has no {acc_key(missing[0])!r} for {(task, scheme)!r}")
     for k, scheme in enumerate(schemes):
         stats = summary[(task, scheme)]
         jitter = 2 ** (0.03 * (k - (len(schemes) - 1) / 2))  # keep error bars apart
@@ -269,9 +288,12 @@ def plot_encoding_heatmap(ax, table, *, transpose: bool = False, colorbar: bool 
     import numpy as np
     from matplotlib.ticker import MultipleLocator
 
-    data = np.asarray(table)
+    check_axes("ax", ax)
+    data = as_finite_array("table", table)
     if data.ndim != 2:
         raise ValueError(f"table must have shape (positions, dimensions), got {data.shape}")
+    if label_every is not None:
+        label_every = check_int("label_every", label_every)
     image = data.T if transpose else data
     im = ax.imshow(image, aspect="auto", cmap="RdBu_r", vmin=-1.0, vmax=1.0, interpolation="nearest", origin="upper")
     pos_label, dim_label = "position $p$", "encoding dimension $j$"
@@ -313,9 +335,15 @@ def plot_noise_sweep(sigmas, sweep: dict, *, figsize: tuple[float, float] = (COL
     import matplotlib.pyplot as plt
     import numpy as np
 
-    s = np.asarray(sigmas, dtype=float).ravel()
+    s = as_finite_array("sigmas", sigmas).ravel()
+    if (s <= 0).any():
+        raise ValueError(f"sigmas must be > 0 (they are drawn on a log axis), got {s.tolist()}")
     if not isinstance(sweep, dict) or not sweep:
         raise TypeError("sweep must be the non-empty dict returned by band_noise_sweep")
+    for band, res in sweep.items():
+        need = ("abs_exact", "abs_median", "rel_exact", "rel_median")
+        if not isinstance(res, dict) or any(k not in res for k in need):
+            raise ValueError(f"sweep[{band!r}] must hold {need}, as band_noise_sweep returns")
     fig, (left, right) = plt.subplots(1, 2, figsize=figsize, sharex=True)
     colours = ("black", "tab:orange", "tab:blue", "tab:red")
     for colour, (band, res) in zip(colours, sweep.items()):
@@ -355,8 +383,16 @@ def plot_naive_candidates(axes, tables: dict, *, max_rows: int | None = None) ->
         >>> plot_naive_candidates(axes, {"a": np.eye(3), "b": np.ones((3, 2))})
         >>> plt.close(fig)
     """
+    if not isinstance(tables, dict) or not tables:
+        raise TypeError(f"tables must be a non-empty dict title -> (n, w) array, got {tables!r}")
+    if max_rows is not None:
+        max_rows = check_int("max_rows", max_rows)
     if len(axes) != len(tables):
         raise ValueError(f"need one axis per table, got {len(axes)} axes and {len(tables)} tables")
+    for title, table in tables.items():
+        arr = as_finite_array(f"tables[{title!r}]", table)
+        if arr.ndim != 2:
+            raise ValueError(f"tables[{title!r}] must have shape (positions, width), got {arr.shape}")
     for ax, (title, table) in zip(axes, tables.items()):
         t = table[:max_rows] if max_rows else table
         im = ax.imshow(t, aspect="auto", interpolation="nearest", cmap="viridis")
@@ -403,6 +439,18 @@ def plot_scheme_bars(
     """
     import math
 
+    check_axes("ax", ax)
+    schemes, variants = check_names("schemes", schemes), check_names("variants", variants)
+    if not isinstance(summary, dict) or not summary:
+        raise TypeError("summary must be the non-empty dict returned by summarize_trials with by=(task, scheme, variant)")
+    if not any(isinstance(g, tuple) and g[:1] == (task,) for g in summary):
+        raise ValueError(f"task={task!r} has no entry in summary")
+    for scheme in schemes:
+        for variant in variants:
+            if (task, scheme, variant) not in summary:
+                raise ValueError(f"schemes/variants: summary has no entry {(task, scheme, variant)!r}")
+            if key not in summary[(task, scheme, variant)]:
+                raise ValueError(f"key={key!r} is not in summary[{(task, scheme, variant)!r}]")
     width = 0.8 / len(variants)
     for k, scheme in enumerate(schemes):
         style = SCHEME_STYLES.get(scheme, {})
@@ -461,6 +509,14 @@ def plot_position_curves(
     """
     import numpy as np
 
+    check_axes("ax", ax)
+    schemes = check_names("schemes", schemes)
+    rows = check_rows("rows", rows, ("task", "scheme", "variant"))
+    chosen = [r for r in rows if (r["task"], r["variant"]) == (task, variant)]
+    if not chosen:
+        raise ValueError(f"task={task!r} with variant={variant!r} matches none of the {len(rows)} rows")
+    if not any(key in r for r in chosen):
+        raise ValueError(f"key={key!r} is in none of the rows of task {task!r}, variant {variant!r}")
     for scheme in schemes:
         lists = [r[key] for r in rows if (r["task"], r["scheme"], r["variant"]) == (task, scheme, variant)]
         if not lists:
@@ -498,9 +554,20 @@ def plot_step_cost(ax, cost_rows: list[dict], schemes: list[str] | tuple[str, ..
         >>> plot_step_cost(ax, rows, ["none", "shaw"])
         >>> plt.close(fig)
     """
+    check_axes("ax", ax)
+    schemes = check_names("schemes", schemes)
+    cost_rows = check_rows("cost_rows", cost_rows, ("scheme", "length", "ms_per_step"))
     base = {r["length"]: r["ms_per_step"] for r in cost_rows if r["scheme"] == relative_to}
     if not base:
         raise ValueError(f"relative_to={relative_to!r} has no rows")
+    for scheme in schemes:
+        lengths = {r["length"] for r in cost_rows if r["scheme"] == scheme}
+        if not lengths:
+            raise ValueError(f"schemes: {scheme!r} has no rows in cost_rows")
+        if lengths - set(base):
+            raise ValueError(
+                f"cost_rows: {scheme!r} has lengths {sorted(lengths - set(base))} that relative_to={relative_to!r} lacks"
+            )
     for scheme in schemes:
         rs = sorted((r for r in cost_rows if r["scheme"] == scheme), key=lambda r: r["length"])
         xs = [r["length"] for r in rs]

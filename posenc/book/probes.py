@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from .._checks import check_choice, check_int
+from ._validate import check_module, check_real, check_seed, check_tensor
 from ..attention import SelfAttention
 from ..sinusoidal import sinusoidal_encoding
 from .training import seeded
@@ -66,6 +67,7 @@ def attention_score_terms(
     for name, t in (("tokens", tokens), ("encoding", encoding), ("w_q", w_q), ("w_k", w_k)):
         if not isinstance(t, torch.Tensor) or t.ndim != 2:
             raise TypeError(f"{name} must be a 2-D torch.Tensor")
+        check_tensor(name, t)  # finite
     if tokens.shape != encoding.shape:
         raise ValueError(f"tokens and encoding must have the same shape, got {tuple(tokens.shape)} and {tuple(encoding.shape)}")
     if w_q.shape != w_k.shape or w_q.shape[1] != tokens.shape[1]:
@@ -121,6 +123,9 @@ def train_offset_head(
     if offset >= seq_len:
         raise ValueError(f"offset must be < seq_len={seq_len}, got {offset}")
     steps = check_int("steps", steps)
+    batch, seed = check_int("batch", batch), check_seed("seed", seed)
+    lr = check_real("lr", lr, low=0.0, low_open=True)
+    content_scale = check_real("content_scale", content_scale, low=0.0)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     gen = torch.Generator().manual_seed(seed)
@@ -191,6 +196,8 @@ def train_rope_head(
     task = check_choice("task", task, ROPE_PROBE_TASKS)
     d_model, head_dim = check_int("d_model", d_model), check_int("head_dim", head_dim, minimum=2)
     seq_len, steps = check_int("seq_len", seq_len, minimum=3), check_int("steps", steps)
+    batch, seed = check_int("batch", batch), check_seed("seed", seed)
+    lr = check_real("lr", lr, low=0.0, low_open=True)
     gen = torch.Generator().manual_seed(seed)
     with seeded(seed):
         w_q = nn.Linear(d_model, head_dim).double()
@@ -245,11 +252,22 @@ def rope_pair_usage(w_q: nn.Module, w_k: nn.Module, x: torch.Tensor) -> torch.Te
         >>> rope_pair_usage(w, w, torch.randn(10, 4, dtype=torch.float64)).shape
         torch.Size([2])
     """
+    check_module("w_q", w_q), check_module("w_k", w_k)
+    x = check_tensor("x", x, ndim=(2, 3))
     with torch.no_grad():
-        q, k = w_q(x), w_k(x)
+        try:
+            q, k = w_q(x), w_k(x)
+        except RuntimeError as err:
+            raise ValueError(f"x of shape {tuple(x.shape)} does not fit the projections w_q, w_k: {err}") from err
+        if q.shape != k.shape or q.shape[-1] % 2:
+            raise ValueError(
+                f"w_q and w_k must map x to the same even head_dim, got {q.shape[-1]} and {k.shape[-1]} columns"
+            )
         qn = q.unflatten(-1, (-1, 2)).norm(dim=-1).reshape(-1, q.shape[-1] // 2).mean(0)
         kn = k.unflatten(-1, (-1, 2)).norm(dim=-1).reshape(-1, k.shape[-1] // 2).mean(0)
         usage = (qn * kn).double()
+        if not usage.sum() > 0:
+            raise ValueError("x gives all-zero queries or keys: the usage of the pairs is undefined")
         return usage / usage.sum()
 
 

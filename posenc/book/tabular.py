@@ -274,7 +274,10 @@ def r2_score(y_true: object, y_pred: object) -> float:
     sst = float(((yt - yt.mean()) ** 2).sum())
     if sst == 0.0:
         raise ValueError("y_true is constant: R^2 is undefined")
-    return 1.0 - float(((yt - yp) ** 2).sum()) / sst
+    r2 = 1.0 - float(((yt - yp) ** 2).sum()) / sst
+    if not math.isfinite(r2):  # a spread of y_true that underflows against the errors
+        raise ValueError(f"R^2 overflows: y_true varies by {sst:.3g} (sum of squares) against errors of y_pred far larger")
+    return r2
 
 
 def make_mlp(n_features: int, d_hidden: int = 64, n_hidden: int = 2) -> nn.Module:

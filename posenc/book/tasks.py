@@ -72,6 +72,20 @@ class TaskBatch:
     targets: torch.Tensor
     mask: torch.Tensor
 
+    def __post_init__(self) -> None:
+        for name in ("inputs", "targets", "mask"):
+            value = getattr(self, name)
+            if not isinstance(value, torch.Tensor) or value.ndim != 2:
+                got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                raise TypeError(f"{name} must be a (batch, length) torch.Tensor, got {got}")
+        if self.targets.shape != self.inputs.shape or self.mask.shape != self.inputs.shape:
+            raise ValueError(
+                f"targets and mask must have the shape of inputs {tuple(self.inputs.shape)}, "
+                f"got {tuple(self.targets.shape)} and {tuple(self.mask.shape)}"
+            )
+        if self.mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a bool tensor, got {self.mask.dtype}")
+
 
 def make_task_batch(
     task: str,

@@ -27,6 +27,7 @@ from .._checks import check_choice, check_int
 from .models import SCHEMES, PositionalTransformer, count_parameters, random_positions
 from .results import acc_key, pos_key, summarize
 from .tasks import TASKS, first_scored, make_task_batch
+from ._validate import check_names, check_real, check_rows
 
 __all__ = [
     "CONTEXT_EXTENSIONS",
@@ -146,6 +147,8 @@ class RunConfig:
         if not isinstance(self.bos, bool):
             raise TypeError(f"bos must be a bool, got {type(self.bos).__name__}")
         check_choice("dtype", self.dtype, ("float32", "float64"))
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads must divide d_model={self.d_model}, got n_heads={self.n_heads}")
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -407,6 +410,8 @@ def run_trial(
     if config.train_len <= first:
         raise ValueError(f"train_len must exceed the task's first scored position {first}, got {config.train_len}")
     wanted = {check_int("checkpoints", c) for c in checkpoints}
+    if wanted and max(wanted) > config.steps:
+        raise ValueError(f"checkpoints must be steps within the budget config.steps={config.steps}, got {sorted(wanted)}")
     scores: dict[int, dict] = {}
     eval_seconds = 0.0
     best, since_best = -math.inf, 0
@@ -527,12 +532,13 @@ def context_extension(
 
 def score_keys(config: RunConfig) -> list[str]:
     """The accuracy keys of :func:`run_trial` for ``config``: ``["acc_1x", "acc_2x", ...]``."""
+    config = _check_config(config)
     return [acc_key(f) for f in config.eval_factors]
 
 
 def config_dict(config: RunConfig) -> dict:
     """The settings of ``config`` as a plain dict (for saving next to results)."""
-    d = asdict(config)
+    d = asdict(_check_config(config))
     d["eval_factors"] = list(d["eval_factors"])
     return d
 
@@ -546,6 +552,9 @@ def final_rows(saved: dict, *, role: str = "main") -> list[dict]:
     """
     if not isinstance(saved, dict) or not isinstance(saved.get("rows"), list):
         raise TypeError("saved must be a results dict with a list 'rows'")
+    roles = {r.get("role") for r in check_rows("saved['rows']", saved["rows"], nonempty=False)}
+    if saved["rows"] and role not in roles:
+        raise ValueError(f"role={role!r} is not the role of any row; the rows have roles {sorted(map(str, roles))}")
     return [r for r in saved["rows"] if r.get("final") and r.get("role") == role]
 
 
@@ -569,6 +578,12 @@ def accuracy_at_step(saved: dict, group: tuple[str, str, str], step: int, *, key
         raise TypeError(f"group must be a (task, scheme, variant) tuple of str, got {group!r}")
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ValueError(f"step must be a non-negative int, got {step!r}")
+    members = [r for r in check_rows("saved['rows']", saved["rows"], ("steps",))
+               if r.get("role") == "main" and (r.get("task"), r.get("scheme"), r.get("variant")) == group]
+    if not members:
+        raise ValueError(f"group={group!r} has no main rows in saved")
+    if not any(key in r for r in members):
+        raise ValueError(f"key={key!r} is in none of the rows of group {group!r}")
     reached: dict[int, float] = {}
     for r in sorted(saved["rows"], key=lambda r: r["steps"]):
         if r.get("role") == "main" and (r["task"], r["scheme"], r["variant"]) == group and r["steps"] <= step:
@@ -601,6 +616,12 @@ def grid_summary(
     """
     from .results import summarize
 
+    rows = check_rows("rows", rows, ("task", "scheme", "variant", "steps"))
+    keys = check_names("keys", keys)
+    missing = [k for k in keys if not any(k in r for r in rows)]
+    if missing:
+        raise ValueError(f"keys: {missing[0]!r} is in none of the rows")
+    solved = check_real("solved", solved, low=0.0, high=1.0)
     groups: dict[tuple[str, str, str], list[dict]] = {}
     for r in rows:
         groups.setdefault((r["task"], r["scheme"], r["variant"]), []).append(r)
@@ -632,6 +653,9 @@ def verdict(acc_1x: float, beyond_4x: float | None) -> str:
             raise TypeError(f"{name} must be a number or None, got {type(value).__name__}")
     if acc_1x is None or math.isnan(acc_1x):
         raise ValueError("acc_1x must be a number, got nan/None")
+    for name, value in (("acc_1x", acc_1x), ("beyond_4x", beyond_4x)):
+        if value is not None and not math.isnan(value) and not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be an accuracy in [0, 1], got {value}")
     fit = "fits" if acc_1x >= 0.95 else "partly" if acc_1x >= 0.5 else "fails"
     if beyond_4x is None or math.isnan(beyond_4x):
         return f"{fit}, cannot run"
