@@ -48,3 +48,31 @@ def test_a_symmetric_distance_bias_cannot_see_a_reversal():
         pooled = attn(x, bias=bias).mean(dim=1)
         assert (pooled - attn(swapped, bias=bias).mean(dim=1)).abs().max() > 1e-4
         assert torch.allclose(pooled, attn(torch.flip(x, dims=[1]), bias=bias).mean(dim=1), atol=1e-12, rtol=0)
+
+
+def test_pooling_design_exercise_weighted_pooling_separates_but_layer_stays_blind():
+    """A position-weighted pooling separates the two sentences; the layer's outputs are still permuted copies."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, dropout=0.0,
+                                       batch_first=True).double().eval()
+    embed = nn.Embedding(4, 16).double()
+    a = torch.tensor([[0, 1, 2, 0, 3]])  # the cat chased the mouse
+    b = torch.tensor([[0, 3, 2, 0, 1]])  # the mouse chased the cat
+    w = torch.linspace(1.0, 2.0, 5, dtype=torch.float64)
+    with torch.no_grad():
+        y_a, y_b = layer(embed(a))[0], layer(embed(b))[0]
+    assert ((w[:, None] * y_a).sum(0) - (w[:, None] * y_b).sum(0)).abs().max() > 0.1
+    assert torch.allclose(y_a.mean(0), y_b.mean(0), atol=1e-12, rtol=0)
+    assert torch.allclose(y_a[1], y_b[4], atol=1e-12, rtol=0)
+
+
+def test_the_two_entry_points_of_the_positional_signal():
+    x = torch.randn(1, 5, 16, dtype=torch.float64)
+    added = posenc.SinusoidalPositionalEncoding(16, max_len=8).double()(x)
+    pe = torch.from_numpy(posenc.sinusoidal_encoding(5, 16))
+    assert torch.allclose(added - x, pe[None], atol=1e-6, rtol=0)
+    attn = posenc.SelfAttention(16).double()
+    t = torch.arange(5)
+    bias = -(t[None, :] - t[:, None]).abs().double()
+    with torch.no_grad():
+        assert (attn(x, bias=bias) - attn(x)).abs().max() > 1e-3

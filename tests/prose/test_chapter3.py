@@ -9,10 +9,13 @@ import pytest
 
 import posenc
 from posenc.book.analysis import (
+    dirichlet_bound,
+    dot_product_log_decay,
     float32_row_error,
     min_distance_by_length,
     min_distance_float32,
     nearest_position,
+    offset_distance,
     offset_dot_product,
 )
 
@@ -113,6 +116,62 @@ def test_chapter3_one_pair_is_distinct_but_not_well_separated():
 def test_chapter3_design_exercise_base_100_is_the_worst():
     m = {b: min_distance_by_length(10_000, 4, base=b)[10_000] for b in (10.0, 100.0, 1e4, 1e6)}
     assert m[100.0] < 0.01 < min(m[10.0], m[1e4], m[1e6])
+
+
+def test_chapter3_design_exercise_mechanism_and_sweep():
+    """Corrected solution: at 7,100 pair 1 (omega 0.1) nearly completes turns, pair 0 follows
+    with ten times the error; the sweep's best is capped by Dirichlet's bound; with the range
+    requirement the best base is in the millions; large bases fall to pair 0's value at 44."""
+    def turn_error(angle):
+        return abs(angle - 2 * np.pi * round(angle / (2 * np.pi)))
+
+    assert turn_error(7100 * 0.1) < 1e-4 and 5e-4 < turn_error(7100.0) < 7e-4
+    assert turn_error(710 * 0.1) > 1.0  # at 710 it is pair 0, not pair 1, that nearly repeats
+    assert int(np.argmin(offset_distance(10_000, 4, base=100.0)[1:])) + 1 == 7100
+    bases = np.logspace(1, 8, 141)
+    mins = np.array([min_distance_by_length(10_000, 4, base=b)[10_000] for b in bases])
+    bound = dirichlet_bound(10_000, 4)
+    assert mins.max() <= bound and 0.05 < mins.max() < 0.065
+    reach = bases >= (10_000 / (2 * np.pi)) ** 2
+    best_r = bases[reach][np.argmax(mins[reach])]
+    assert 1e6 < best_r < 1e7 and 0.025 < mins[reach].max() < 0.04
+    assert mins[-1] == pytest.approx(offset_distance([44], 2)[0], rel=0.05)
+
+
+def test_chapter3_commensurate_widths_at_base_10000():
+    """d = 4 and 8 at base 1e4 have integer frequency ratios; nearby bases do several times better."""
+    L = 100_000
+    for d, at_1e4, others_min in ((4, 0.0017, 0.004), (8, 0.039, 0.13)):
+        assert min_distance_by_length(L, d)[L] < at_1e4
+        for b in (7000, 9000, 9500, 10500, 12000, 15000, 20000, 30000, 50000):
+            assert min_distance_by_length(L, d, base=b)[L] > others_min
+    m8 = [min_distance_by_length(L, 8, base=b)[L] for b in np.logspace(3, 6, 31)]
+    assert np.median(m8) > 4 * min_distance_by_length(L, 8)[L]
+
+
+def test_chapter3_dirichlet_bound_explains_separation():
+    L = 100_000
+    assert min_distance_by_length(L, 2)[L] <= dirichlet_bound(L, 2) < 1.1 * min_distance_by_length(L, 2)[L]
+    for d in (4, 8):
+        assert min_distance_by_length(L, d)[L] <= dirichlet_bound(L, d)
+    # wide encodings: the bound exceeds the distance between neighbours, so it forces nothing
+    for d in (64, 512):
+        assert dirichlet_bound(L, d) > offset_distance([1], d)[0]
+
+
+def test_chapter3_dot_product_closed_form_decay():
+    """(d/2) ln(b / (e^gamma k)) / ln b against the exact sum, averaged over the ripple."""
+    k = np.array([10, 100, 1000, 3000])
+    env = dot_product_log_decay(k, 512)
+    exact = offset_dot_product(k, 512)
+    assert exact[1] == pytest.approx(env[1], abs=1.0)  # offset 100: 112.0 both
+    avg = np.array([offset_dot_product(np.arange(int(0.8 * x), int(1.2 * x) + 1), 512).mean() for x in k])
+    assert np.abs(avg - env).max() < 2.0
+    far = offset_dot_product(np.arange(0, 20_001), 512)
+    running = np.convolve(far, np.ones(1001) / 1001, mode="valid")
+    zero = int(np.argmax(running < 0)) + 500
+    predicted = 1e4 * np.exp(-np.euler_gamma)
+    assert predicted == pytest.approx(5615, abs=1) and 0 < zero - predicted < 800
 
 
 def test_chapter3_noise_sweep_fast_band_decodes_offsets_slow_band_does_not():
