@@ -70,6 +70,7 @@ __all__ = [
     "scores_by_model",
     "sklearn_baselines",
     "tuned_baselines",
+    "tuning_report",
     "validation_split",
     "value_embedding_configs",
 ]
@@ -786,6 +787,57 @@ def best_by_validation(rows: Iterable[Mapping[str, object]], *, by: Sequence[str
         if key not in best or float(row.get("val_r2", -math.inf)) > float(best[key].get("val_r2", -math.inf)):
             best[key] = dict(row)
     return list(best.values())
+
+
+def tuning_report(
+    rows: Iterable[Mapping[str, object]], *, task: str = "diabetes", names: Sequence[str] = ("lr", "sigma", "n_bins")
+) -> dict[str, dict[str, object]]:
+    """How the per-split tuning of a saved run went, per network.
+
+    ``rows`` are the rows of a tuned run (``experiments/tabular_resampling.py diabetes``):
+    ``"search"`` rows, one per candidate setting, and ``"refit"`` rows that name the
+    ``"chosen"`` candidate. For every network this returns ``"splits"`` and
+    ``"best_step"`` (arrays, one entry per split: the step at which the chosen candidate
+    was best on the validation part, which is how long the refit trains),
+    ``"median_best_step"``, and ``"lowest"``/``"highest"``: for every tuned
+    hyperparameter in ``names``, on how many splits the chosen value was the smallest
+    (largest) of the candidates tried. A range that brackets the optimum puts few
+    choices at its ends.
+
+    Example:
+        >>> rows = [{"task": "t", "split": 0, "model": "m", "stage": "search", "candidate": i,
+        ...          "lr": lr, "best_step": 10 * (i + 1)} for i, lr in enumerate([1e-3, 1e-2])]
+        >>> rows.append({"task": "t", "split": 0, "model": "m", "stage": "refit", "chosen": 1})
+        >>> out = tuning_report(rows, task="t")["m"]
+        >>> out["median_best_step"], out["lowest"], out["highest"]
+        (20.0, {'lr': 0}, {'lr': 1})
+    """
+    rows = [r for r in rows if r.get("task") == task]
+    search: dict[tuple, list] = {}
+    for r in rows:
+        if r.get("stage") == "search":
+            search.setdefault((r["split"], r["model"]), []).append(r)
+    out: dict[str, dict[str, object]] = {}
+    for r in sorted((r for r in rows if r.get("stage") == "refit" and "chosen" in r), key=lambda r: r["split"]):
+        candidates = search.get((r["split"], r["model"]), [])
+        chosen = [c for c in candidates if c["candidate"] == r["chosen"]]
+        if len(chosen) != 1:
+            raise ValueError(f"split {r['split']}, model {r['model']!r}: chosen candidate {r['chosen']} not among the search rows")
+        report = out.setdefault(str(r["model"]), {"splits": [], "best_step": [], "lowest": {}, "highest": {}})
+        report["splits"].append(int(r["split"]))
+        report["best_step"].append(int(chosen[0]["best_step"]))
+        for name in names:
+            if name in chosen[0]:
+                values = [float(c[name]) for c in candidates]
+                report["lowest"][name] = report["lowest"].get(name, 0) + int(float(chosen[0][name]) == min(values))
+                report["highest"][name] = report["highest"].get(name, 0) + int(float(chosen[0][name]) == max(values))
+    if not out:
+        raise ValueError(f"no refit rows with a chosen candidate for task {task!r}")
+    for report in out.values():
+        report["splits"] = np.array(report["splits"])
+        report["best_step"] = np.array(report["best_step"])
+        report["median_best_step"] = float(np.median(report["best_step"]))
+    return out
 
 
 def scores_by_model(rows: Iterable[Mapping[str, object]], task: str, *, metric: str = "test_r2") -> dict[str, np.ndarray]:

@@ -316,3 +316,23 @@ def test_tuned_baselines_refit_on_all_training_rows():
         tuned_baselines(data, validation=200)
     with pytest.raises(ValueError, match="n_knots"):
         tuned_baselines(data, validation=32, n_knots=1)
+
+
+def test_tuning_report_counts_range_ends():
+    from posenc.book.tabular import tuning_report
+
+    rows = []
+    for split, chosen in [(0, 0), (1, 2)]:
+        for i, (lr, sigma) in enumerate([(1e-4, 0.1), (1e-3, 1.0), (1e-2, 10.0)]):
+            rows.append({"task": "t", "split": split, "model": "m", "stage": "search", "candidate": i,
+                         "lr": lr, "sigma": sigma, "best_step": 10 * (i + 1) + split})
+        rows.append({"task": "t", "split": split, "model": "m", "stage": "refit", "chosen": chosen})
+    rows.append({"task": "t", "split": 0, "model": "ridge", "stage": "refit", "test_r2": 0.5})  # no candidates
+    out = tuning_report(rows, task="t")
+    assert list(out) == ["m"]
+    assert out["m"]["best_step"].tolist() == [10, 31] and out["m"]["median_best_step"] == 20.5
+    assert out["m"]["lowest"] == {"lr": 1, "sigma": 1} and out["m"]["highest"] == {"lr": 1, "sigma": 1}
+    with pytest.raises(ValueError, match="chosen candidate 5"):
+        tuning_report(rows + [{"task": "t", "split": 2, "model": "m", "stage": "refit", "chosen": 5}], task="t")
+    with pytest.raises(ValueError, match="no refit rows"):
+        tuning_report(rows, task="other")
