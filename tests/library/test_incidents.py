@@ -1,0 +1,358 @@
+"""Reproductions of the incidents of the reference page "When positions go wrong" (book/incidents.md).
+
+Each test computes the failing convention of a real bug report (written out here in a
+few lines of plain torch) next to what ``posenc`` does, and shows the difference
+numerically: the failing convention is far from the correct result, ``posenc`` is at the
+float32 floor of it (or refuses the input with a clear error). The issue addresses are in
+the page and in ``references.bib``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import posenc
+from posenc import RotaryEmbedding, apply_rotary
+
+DT = torch.float64
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _inv_freq(dim: int, base: float) -> torch.Tensor:
+    """``base ** (-2i / dim)`` for ``i < dim / 2``, in float64."""
+    return base ** (-torch.arange(0, dim, 2, dtype=DT) / dim)
+
+
+def _rotate_half(x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    """Reference rotation in float64, half layout (pairs ``(j, j + n/2)``) over all of ``x``'s last axis."""
+    ang = pos.to(DT)[..., None] * inv_freq  # (..., seq, n/2)
+    cos, sin = torch.cos(ang) * scale, torch.sin(ang) * scale
+    x1, x2 = x[..., : inv_freq.numel()], x[..., inv_freq.numel() :]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+# --------------------------------------------------------------- 1. layouts and permutation
+
+
+def test_meta_weights_need_the_permutation_for_the_half_layout():
+    """transformers #25199: Meta's checkpoints rotate pairs (2j, 2j+1), Hugging Face's code
+    pairs (j, j + d/2); the conversion script permutes the rows of W_q and W_k so that
+    both give the same attention scores. Meta's weights in half-layout code without
+    the permutation give other scores."""
+    n_heads, head_dim, d_model, seq = 2, 8, 16, 7
+    g = _gen(1)
+    w_q, w_k = torch.randn(n_heads * head_dim, d_model, generator=g, dtype=DT), torch.randn(
+        n_heads * head_dim, d_model, generator=g, dtype=DT
+    )
+    x = torch.randn(seq, d_model, generator=g, dtype=DT)
+    pos = torch.arange(seq)
+
+    def scores(wq, wk, layout):
+        q = (x @ wq.T).view(seq, n_heads, head_dim).transpose(0, 1)
+        k = (x @ wk.T).view(seq, n_heads, head_dim).transpose(0, 1)
+        q, k = apply_rotary(q, pos, layout=layout), apply_rotary(k, pos, layout=layout)
+        return q @ k.transpose(-1, -2)
+
+    meta = scores(w_q, w_k, "interleaved")  # Meta's reference code
+    perm = torch.as_tensor(posenc.rotary_permutation(head_dim, n_heads=n_heads))
+    converted = scores(w_q[perm], w_k[perm], "half")  # HF code on converted weights
+    unconverted = scores(w_q, w_k, "half")  # the failing convention
+    assert (converted - meta).abs().max() < 1e-5 * meta.abs().max()
+    assert (unconverted - meta).abs().max() > 0.1 * meta.abs().max()
+
+
+# --------------------------------------------------------------- 2. a dropped rope_theta
+
+
+def test_rope_theta_taken_from_the_dict_not_a_fallback_of_10000():
+    """A loader that reads ``getattr(config, "rope_theta", 10000.0)`` gets 10,000 for a
+    transformers 5 config, where the base lives in ``config.rope_parameters``; Code Llama
+    and Llama 3 then rotate with the wrong base, and nothing fails."""
+    theta = 1_000_000.0  # Code Llama
+    params = {"rope_type": "default", "rope_theta": theta}
+    rope = RotaryEmbedding(128, scaling=params)  # base=None: rope_theta of the dict
+    x = torch.randn(1, 2048, 128, generator=_gen(2))
+    pos = torch.arange(2048)
+    right = _rotate_half(x.to(DT), pos, _inv_freq(128, theta))
+    dropped = _rotate_half(x.to(DT), pos, _inv_freq(128, 10_000.0))
+    assert (rope(x, positions=pos).to(DT) - right).abs().max() < 1e-5
+    assert (dropped - right).abs().max() > 1.0
+    # the slowest pair at position 2,047: 0.0025 rad with the right base, 0.24 rad with 10,000
+    assert abs(2047 * float(_inv_freq(128, theta)[-1]) - 0.0025) < 1e-4
+    assert abs(2047 * float(_inv_freq(128, 10_000.0)[-1]) - 0.236) < 1e-3
+
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(rope_parameters=dict(params), max_position_embeddings=4096)
+    assert getattr(config, "rope_theta", 10_000.0) == 10_000.0  # the silent fallback
+    assert config.rope_parameters["rope_theta"] == theta
+
+
+# --------------------------------------------------------------- 3. the Llama 3.1 schema
+
+LLAMA31 = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+    "rope_theta": 500_000.0,
+}
+
+
+def _old_rope_scaling_validation(rope_scaling: dict) -> None:
+    """The check of transformers before 4.43: exactly two fields, ``type`` and ``factor``."""
+    if not isinstance(rope_scaling, dict) or len(rope_scaling) != 2:
+        raise ValueError(
+            "`rope_scaling` must be a dictionary with two fields, `type` and `factor`, " f"got {rope_scaling}"
+        )
+
+
+def _llama31_inv_freq(dim: int) -> torch.Tensor:
+    """Llama 3.1's frequencies (Meta's ``apply_scaling``), restated in float64."""
+    d = LLAMA31
+    inv = _inv_freq(dim, d["rope_theta"])
+    L, low, high, factor = d["original_max_position_embeddings"], d["low_freq_factor"], d["high_freq_factor"], d["factor"]
+    wavelen = 2 * math.pi / inv
+    smooth = (L / wavelen - low) / (high - low)
+    mid = (1 - smooth) * inv / factor + smooth * inv
+    return torch.where(wavelen < L / high, inv, torch.where(wavelen > L / low, inv / factor, mid))
+
+
+def test_llama31_rope_scaling_dict_is_read_as_llama3_not_refused_or_linear():
+    """Llama 3.1's config brought ``rope_type: llama3`` with four more keys: older
+    transformers refused it with a ValueError, and a parser that keeps only ``factor``
+    scales every frequency by 1/8 (linear), where Llama 3.1 leaves the fast ones alone."""
+    with pytest.raises(ValueError, match="two fields"):
+        _old_rope_scaling_validation(LLAMA31)
+    x = torch.randn(1, 64, 128, generator=_gen(3))
+    pos = torch.arange(0, 64_000, 1000)
+    right = _rotate_half(x.to(DT), pos, _llama31_inv_freq(128))
+    linear = _rotate_half(x.to(DT), pos, _inv_freq(128, LLAMA31["rope_theta"]) / LLAMA31["factor"])
+    rope = RotaryEmbedding(128, scaling=dict(LLAMA31))
+    assert (rope(x, positions=pos).to(DT) - right).abs().max() < 1e-5
+    assert (linear - right).abs().max() > 1.0
+    inv, llama31 = _inv_freq(128, LLAMA31["rope_theta"]), _llama31_inv_freq(128)
+    assert int((llama31 == inv).sum()) == 29 and int(torch.isclose(llama31, inv / 8).sum()) == 29  # of 64 pairs
+    # the pre-3.1 key ``type`` is still read
+    old = RotaryEmbedding(128, scaling={"type": "linear", "factor": 2.0})
+    assert (old(x, positions=pos).to(DT) - _rotate_half(x.to(DT), pos, _inv_freq(128, 10_000.0) / 2)).abs().max() < 1e-3
+
+
+# --------------------------------------------------------------- 4. static YaRN on short prompts
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, "rope_theta": 1_000_000.0}
+
+
+def test_static_yarn_changes_a_short_prompt_dynamic_scaling_does_not():
+    """A serving engine with YaRN in the config applies it to every request: on a
+    100-token prompt, far inside the original 32,768 positions, the scores are scaled by
+    the attention temperature (0.1 ln 4 + 1)^2 = 1.30 and the slow pairs rotate 4 times
+    slower. Scaling that starts only beyond the original length leaves the prompt alone."""
+    q = torch.randn(1, 100, 128, generator=_gen(4))
+    k = torch.randn(1, 100, 128, generator=_gen(5))
+    pos = torch.arange(100)
+    plain = RotaryEmbedding(128, base=1_000_000.0)
+    yarn = RotaryEmbedding(128, scaling=dict(YARN))
+    s_plain = plain(q, positions=pos) @ plain(k, positions=pos).transpose(-1, -2)
+    s_yarn = yarn(q, positions=pos) @ yarn(k, positions=pos).transpose(-1, -2)
+    temperature = (0.1 * math.log(4.0) + 1.0) ** 2
+    diag = torch.diagonal(s_yarn, dim1=-2, dim2=-1) / torch.diagonal(s_plain, dim1=-2, dim2=-1)  # no rotation
+    assert torch.allclose(diag, torch.full_like(diag, temperature), rtol=1e-4)
+    assert (s_yarn - s_plain).abs().max() > 10.0
+    dynamic = RotaryEmbedding(
+        128,
+        base=1_000_000.0,
+        scaling={"rope_type": "dynamic", "factor": 4.0},
+        max_position_embeddings=32768,
+    )
+    s_dyn = dynamic(q, positions=pos) @ dynamic(k, positions=pos).transpose(-1, -2)
+    assert (s_dyn - s_plain).abs().max() < 1e-4
+
+
+# --------------------------------------------------------------- 5. left padding
+
+
+def test_left_padded_decode_step_uses_per_row_positions():
+    """Batched generation with left padding: the prefill gives the padded row positions
+    0..n-1 from its mask, so the decode step must continue at n for that row. Taking
+    the shared cache position (pads counted) puts the new query P positions too far
+    from every cached key."""
+    head_dim, n, pads = 16, 5, 3
+    rope = RotaryEmbedding(head_dim)
+    g = _gen(6)
+    keys = torch.randn(1, n, head_dim, generator=g)
+    query = torch.randn(1, 1, head_dim, generator=g)
+    # the same row alone, no padding: keys at 0..n-1, the new token at n
+    alone = rope(query, positions=torch.tensor([n])) @ rope(keys, positions=torch.arange(n)).transpose(-1, -2)
+
+    mask = torch.tensor([[0] * pads + [1] * n])  # the padded row of the batch
+    prefill = (mask.cumsum(-1) - 1).clamp(min=0)  # 0 at the pads, then 0..n-1
+    padded_keys = torch.cat([torch.zeros(1, pads, head_dim), keys], dim=1)
+    cached = rope(padded_keys, positions=prefill)[:, pads:]
+    right_pos = mask.sum(-1, keepdim=True)  # (batch, 1): n
+    shared_pos = torch.tensor([[pads + n]])  # cache_position, pads counted
+    right = rope(query, positions=right_pos) @ cached.transpose(-1, -2)
+    shared = rope(query, positions=shared_pos) @ cached.transpose(-1, -2)
+    assert (right - alone).abs().max() < 1e-5
+    assert (shared - alone).abs().max() > 0.1 * alone.abs().max()
+
+
+# --------------------------------------------------------------- 6. packed documents
+
+
+def test_packed_documents_need_positions_that_restart():
+    """Two documents packed in one row: with positions that restart at each document the
+    rotated queries and keys equal those of the documents run alone; with 0..8 across
+    the row the second document is rotated as if it followed the first. Within the
+    second document the scores of plain RoPE do not change (they depend on distances
+    only); what is lost is the document boundary, which packed attention in
+    transformers reads from the resets of ``position_ids``."""
+    head_dim, la, lb = 16, 5, 4
+    rope = RotaryEmbedding(head_dim)
+    x = torch.randn(1, la + lb, head_dim, generator=_gen(7))
+    restart = torch.cat([torch.arange(la), torch.arange(lb)])
+    across = torch.arange(la + lb)
+    alone = torch.cat([rope(x[:, :la], positions=torch.arange(la)), rope(x[:, la:], positions=torch.arange(lb))], 1)
+    assert (rope(x, positions=restart) - alone).abs().max() < 1e-6
+    assert (rope(x, positions=across)[:, la:] - alone[:, la:]).abs().max() > 0.1
+
+    def document_ids(pos: torch.Tensor) -> torch.Tensor:  # a new document where positions reset to 0
+        return (pos == 0).cumsum(-1)
+
+    xk = torch.randn(1, la + lb, head_dim, generator=_gen(17))
+
+    def mass_on_first(pos: torch.Tensor) -> float:
+        scores = rope(x, positions=pos) @ rope(xk, positions=pos).transpose(-1, -2) / math.sqrt(head_dim)
+        doc = document_ids(pos)
+        allowed = torch.tril(torch.ones(la + lb, la + lb, dtype=torch.bool)) & (doc[:, None] == doc[None, :])
+        w = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+        return float(w[0, la:, :la].sum(-1).max())  # second document's weight on the first
+
+    assert mass_on_first(restart) == 0.0
+    assert mass_on_first(across) > 0.3
+    sb = lambda pos: (lambda r: r @ r.transpose(-1, -2))(rope(x[:, la:], positions=pos))  # noqa: E731
+    assert (sb(across[la:]) - sb(restart[la:])).abs().max() < 1e-4
+
+
+# --------------------------------------------------------------- 7. dynamic NTK and the KV cache
+
+DYNAMIC = {"rope_type": "dynamic", "factor": 2.0}
+
+
+def test_dynamic_ntk_with_a_kv_cache_mixes_two_bases():
+    """transformers #25104: beyond the original length, dynamic NTK recomputes the base for
+    each call. Keys cached from a 40-token prefill were rotated with the base of length 40;
+    the query of the next step uses the base of length 41, so its score with a key is no
+    longer a function of their distance. Rotating the un-rotated cached keys again with
+    the step's base (or one base for the whole generation) keeps them consistent."""
+    head_dim, L, T = 32, 16, 40
+    rope = RotaryEmbedding(head_dim, scaling=dict(DYNAMIC), max_position_embeddings=L)
+    g = _gen(8)
+    k = torch.randn(1, T, head_dim, generator=g)
+    q = torch.randn(1, 1, head_dim, generator=g)
+    cached = rope(k, positions=torch.arange(T))  # base of length 40
+    mixed = rope(q, positions=torch.tensor([T])) @ cached.transpose(-1, -2)  # query: base of length 41
+    both = rope(torch.cat([k, q], 1), positions=torch.arange(T + 1))  # one call: one base
+    consistent = both[:, T:] @ both[:, :T].transpose(-1, -2)
+    assert (mixed - consistent).abs().max() > 0.01 * consistent.abs().max()
+    # posenc keeps no state between calls: a short prompt after a long one is unchanged
+    short = torch.randn(1, 12, head_dim, generator=g)
+    before = rope(short, positions=torch.arange(12))
+    rope(torch.randn(1, 150, head_dim), positions=torch.arange(150))
+    assert torch.equal(rope(short, positions=torch.arange(12)), before)
+
+
+# --------------------------------------------------------------- 8. partial rotary width
+
+
+def test_partial_rotary_frequencies_come_from_the_rotated_width():
+    """pie #602: with ``rotary_dim < head_dim`` a kernel used ``theta^(-2i/head_dim)`` and
+    pairs ``(i, i + head_dim/2)``; transformers, mlx-lm and llama.cpp use the rotated
+    width for both. The two agree at position 0 and drift apart with distance."""
+    head_dim, rotary_dim = 64, 16
+    x = torch.randn(1, 4, head_dim, generator=_gen(9))
+
+    def hf(pos):  # frequencies and pairs over the rotated width, the rest passed through
+        r = _rotate_half(x[..., :rotary_dim].to(DT), pos, _inv_freq(rotary_dim, 10_000.0))
+        return torch.cat([r, x[..., rotary_dim:].to(DT)], -1)
+
+    def head_width(pos):  # the failing kernel: head_dim in the exponent and in the pairing
+        h, n = head_dim // 2, rotary_dim // 2
+        ang = pos.to(DT)[:, None] * _inv_freq(head_dim, 10_000.0)[:n]
+        out = x.to(DT).clone()
+        a, b = x[..., :n].to(DT), x[..., h : h + n].to(DT)
+        out[..., :n], out[..., h : h + n] = a * ang.cos() - b * ang.sin(), b * ang.cos() + a * ang.sin()
+        return out
+
+    rope = RotaryEmbedding(head_dim, rotary_dim=rotary_dim)
+    near, far = torch.zeros(4, dtype=torch.long), torch.arange(1000, 1004)
+    assert (head_width(near) - hf(near)).abs().max() < 1e-12
+    assert (head_width(far) - hf(far)).abs().max() > 0.5
+    assert (rope(x, positions=far).to(DT) - hf(far)).abs().max() < 1e-4
+
+
+# --------------------------------------------------------------- 9. M-RoPE ids at decode
+
+
+def test_mrope_decode_positions_carry_the_prefill_delta():
+    """mlx-vlm #1619: after a multimodal prefill the next token's M-RoPE id is the cache
+    offset plus the (negative) delta of the prompt, because an image's tokens share ids.
+    Decoding at the raw cache offset puts the new token 12 ids too far from the prompt."""
+    prompt = [("text", 3), ("image", (1, 8, 8)), ("text", 4)]  # 16 merged image tokens
+    ids = posenc.mrope_position_ids(prompt)
+    seq = ids.shape[1]
+    delta = int(ids.max()) + 1 - seq
+    extended = posenc.mrope_position_ids(prompt[:-1] + [("text", 5)])  # the prompt plus one token
+    assert delta == -12 and torch.equal(extended[:, -1], torch.full((3,), seq + delta))
+    # text tokens have three equal ids, where M-RoPE is the 1-D rotation
+    rope = RotaryEmbedding(64)
+    g = _gen(10)
+    q, k = torch.randn(1, 1, 64, generator=g), torch.randn(1, 4, 64, generator=g)
+    keys = rope(k, positions=ids[0, -4:])  # the prompt's last text tokens
+    right = rope(q, positions=torch.tensor([seq + delta])) @ keys.transpose(-1, -2)
+    offset_only = rope(q, positions=torch.tensor([seq])) @ keys.transpose(-1, -2)
+    assert (offset_only - right).abs().max() > 0.1 * right.abs().max()
+
+
+# --------------------------------------------------------------- 10. inverse frequencies in bf16
+
+
+def test_module_cast_to_bf16_keeps_the_frequencies():
+    """transformers #29496: a model cast to bfloat16 took its ``inv_freq`` buffer along, and
+    tables rebuilt from it were wrong. Rounded to bf16, the frequencies put the angles
+    at position 4,095 off by up to 5 radians. posenc's tables do not follow a module cast."""
+    inv = _inv_freq(128, 10_000.0).float()
+    pos = torch.arange(4096, dtype=torch.float32)
+    exact = pos[:, None].to(DT) * inv.to(DT)
+    rounded = pos[:, None] * inv.to(torch.bfloat16).float()
+    assert 4.5 < (rounded.to(DT) - exact).abs().max() < 5.5  # radians
+    x = torch.randn(1, 4096, 128, generator=_gen(11))
+    rope = RotaryEmbedding(128)
+    cast = RotaryEmbedding(128).to(torch.bfloat16)
+    assert (cast(x, positions=pos.long()) - rope(x, positions=pos.long())).abs().max() < 1e-6
+
+
+# --------------------------------------------------------------- 11. positions in bf16 / fp16
+
+
+def test_positions_in_16_bit_floats_are_refused():
+    """gpt-neox #1003: positions built with ``type_as(inv_freq)`` in fp16 turn position 1,857
+    times the second frequency (head size 32) into 1,045 instead of 1,044.27, a cosine off
+    by 0.78; in bfloat16, 2,048 positions collapse onto 641 values. posenc takes
+    positions as integers (or float32/float64) and refuses 16-bit ones."""
+    inv = _inv_freq(32, 10_000.0).float()
+    angle16 = (torch.tensor(1857.0).half() * inv[1].half()).float()
+    angle32 = 1857.0 * inv[1]
+    assert float(angle16) == 1045.0 and abs(float(angle32) - 1044.2678) < 1e-3
+    assert abs(math.cos(float(angle16)) - math.cos(float(angle32))) > 0.7
+    assert torch.arange(2048).to(torch.bfloat16).unique().numel() == 641
+    rope = RotaryEmbedding(32)
+    for dtype in (torch.bfloat16, torch.float16):
+        with pytest.raises((TypeError, ValueError), match="positions"):
+            rope(torch.randn(1, 4, 32), positions=torch.arange(4).to(dtype))
