@@ -5,10 +5,12 @@
 
 Protocol (see ``experiments/README.md``): scikit-learn's digits upsampled to 16 x 16 and
 cut into 4 x 4 patches (a 4 x 4 grid); six positional schemes
-(:data:`posenc.book.vision.VISION_SCHEMES`); one recipe for all (AdamW, lr 1e-3, weight
-decay 0.05, batch 64, random zoomed crops with zoom in [1, 1.6]), stopped on the validation loss (patience 10 epochs, at most 80,
-best epoch kept); seeds 0-2; test accuracy and loss at 12, 16, 20, 24 and 32 pixels
-(grids 3 x 3 to 8 x 8). One process, one thread; the file is rewritten atomically after
+(:data:`posenc.book.vision.VISION_SCHEMES`); one recipe for all (AdamW, lr 2e-3, weight
+decay 0.05, batch 128, random zoomed crops with zoom in [1, 1.6]), stopped on the
+validation loss (patience 8 epochs, at most 60, best epoch kept); seeds 0-2; test accuracy
+and loss at 12, 16, 20, 24 and 32 pixels (grids 3 x 3 to 8 x 8), and for 2-D sin-cos and
+the RoPE schemes also with the patch coordinates interpolated into the training range
+(keys ``iacc_<size>``). One process, one thread; the file is rewritten atomically after
 every trial and a re-run skips the trials already in it.
 """
 
@@ -26,7 +28,7 @@ from posenc.book import results as res
 from posenc.book.vision import VISION_SCHEMES, VisionConfig, config_dict, run_vision_trial
 
 HERE = Path(__file__).resolve().parent
-CONFIG = VisionConfig(max_epochs=80, patience=10)
+CONFIG = VisionConfig(batch_size=128, lr=2e-3, max_epochs=60, patience=8)
 
 
 def main() -> None:

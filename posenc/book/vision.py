@@ -34,6 +34,8 @@ import numpy as np
 import torch
 from torch import nn
 
+import posenc
+
 from .. import AxialRotaryEmbedding, MixedRotaryEmbedding, SelfAttention, sinusoidal_encoding, sinusoidal_encoding_2d
 from .._checks import check_choice, check_int, check_positive_float
 
@@ -50,6 +52,7 @@ __all__ = [
     "random_zoom",
     "run_vision_trial",
     "train_vit",
+    "transformers_rope_index",
     "upsample",
 ]
 
@@ -179,45 +182,63 @@ def adjacency_distances(width: int, d_model: int = 64, *, height: int | None = N
     return out
 
 
-def query_scores(scheme: str, grid: int, query: tuple[int, int], *, head_dim: int = 32, seed: int = 0) -> np.ndarray:
-    """Score of one query patch against every key of a ``grid x grid`` image, with position only.
+def query_scores(
+    scheme: str, grid: object, query: tuple[int, int], *, head_dim: int = 32, seed: int = 0, angle: float | None = None
+) -> np.ndarray:
+    """Score of one query patch against every key of a grid, with position only.
 
-    For ``"rope_axial"`` (base 100) and ``"rope_mixed"`` (base 10, the paper's random
-    initialisation drawn from ``seed``) the query and key vectors are the same all-ones
-    vector rotated to their positions, so the score ``<R(p) 1, R(p') 1>`` is a function
-    of the offset only; for ``"sincos_2d"`` the score is the dot product of the two rows
-    of the 2-D table (width ``head_dim``). Returns a ``(grid, grid)`` float64 array.
+    For ``"rope_axial"`` (base 100) and ``"rope_mixed"`` (base 10) the query and key
+    vectors are the same all-ones vector rotated to their positions, so the score
+    ``<R(p) 1, R(p') 1>`` is a function of the offset only; RoPE-Mixed starts from the
+    paper's initialisation, its direction drawn from ``seed`` or set to ``angle``
+    (radians). For ``"sincos_2d"`` the score is the dot product of the two rows of the
+    2-D table (width ``head_dim``).
+
+    Args:
+        grid: ``n`` for an ``n x n`` grid or ``(height, width)``.
+        query: (row, column) of the query patch.
+
+    Returns:
+        A ``(height, width)`` float64 array.
 
     Example:
         >>> s = query_scores("rope_axial", 5, (2, 2), head_dim=8)
-        >>> float(s[2, 2])  # the query against itself: |1|^2
+        >>> round(float(s[2, 2]), 9)  # the query against itself: |1|^2
         8.0
     """
     check_choice("scheme", scheme, ("rope_axial", "rope_mixed", "sincos_2d"))
-    grid = check_int("grid", grid)
+    if isinstance(grid, (tuple, list)) and len(grid) == 2:
+        height, width = check_int("grid[0]", grid[0]), check_int("grid[1]", grid[1])
+    else:
+        height = width = check_int("grid", grid)
     head_dim = check_int("head_dim", head_dim)
     if not (isinstance(query, (tuple, list)) and len(query) == 2):
         raise TypeError(f"query must be a (row, column) pair, got {query!r}")
     r, c = check_int("query[0]", query[0], minimum=0), check_int("query[1]", query[1], minimum=0)
-    if r >= grid or c >= grid:
-        raise ValueError(f"query {query} must lie in the {grid} x {grid} grid")
+    if r >= height or c >= width:
+        raise ValueError(f"query {tuple(query)} must lie in the {height} x {width} grid")
     if scheme == "sincos_2d":
-        t = sinusoidal_encoding_2d(grid, head_dim)
-        return (t @ t[r * grid + c]).reshape(grid, grid)
-    pos = grid_positions(grid, grid).double()
+        t = sinusoidal_encoding_2d((height, width), head_dim)
+        return (t @ t[r * width + c]).reshape(height, width)
+    pos = grid_positions(height, width).double()
     if scheme == "rope_axial":
         rope = AxialRotaryEmbedding(head_dim, base=100.0)
-        ones = torch.ones(1, 1, grid * grid, head_dim, dtype=torch.float64)
     else:
-        g = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=g)))
-            rope = MixedRotaryEmbedding(head_dim, 1, base=10.0).double()
-        ones = torch.ones(1, 1, grid * grid, head_dim, dtype=torch.float64)
+        rope = MixedRotaryEmbedding(head_dim, 1, base=10.0, init="axial").double()
+        if angle is None:
+            g = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
+            angle = float(torch.rand(1, generator=g, dtype=torch.float64)) * 2 * math.pi
+        if isinstance(angle, bool) or not isinstance(angle, (int, float)) or not math.isfinite(angle):
+            raise TypeError(f"angle must be a finite number (radians) or None, got {angle!r}")
+        q4 = head_dim // 4
+        mag = torch.tensor(10.0 ** (-4.0 * np.arange(q4) / head_dim), dtype=torch.float64)
+        a = torch.tensor([angle, angle + math.pi / 2], dtype=torch.float64).repeat_interleave(q4)
+        with torch.no_grad():
+            rope.freqs.copy_(torch.stack([torch.cat([mag, mag]) * torch.sin(a), torch.cat([mag, mag]) * torch.cos(a)])[:, None])
+    ones = torch.ones(1, 1, height * width, head_dim, dtype=torch.float64)
     with torch.no_grad():
         k = rope(ones, positions=pos)[0, 0]
-        q = k[r * grid + c]
-    return (k @ q).reshape(grid, grid).numpy()
+    return (k @ k[r * width + c]).reshape(height, width).numpy()
 
 
 # ----------------------------------------------------------------------------- the model
@@ -311,23 +332,46 @@ class TinyViT(nn.Module):
             return torch.from_numpy(sinusoidal_encoding_2d(grid, self.d_model)).to(dtype)
         return None
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
+    def forward(self, images: torch.Tensor, *, position_scale: float = 1.0) -> torch.Tensor:
+        """Logits for ``images``; ``position_scale`` multiplies the patch coordinates.
+
+        ``position_scale < 1`` squeezes a larger grid into the coordinate range of the
+        training grid (position interpolation, as for RoPE in chapter 4): with
+        ``train_grid / grid`` the corners of any grid get the training grid's corner
+        coordinates. Only for the schemes that take real coordinates (``"sincos_2d"``,
+        ``"rope_axial"``, ``"rope_mixed"``).
+        """
         if not isinstance(images, torch.Tensor) or images.ndim != 3 or images.shape[1] != images.shape[2]:
             raise ValueError("images must be a tensor of shape (batch, H, H) (square images)")
+        scale = check_positive_float("position_scale", position_scale)
+        if scale != 1.0 and self.scheme not in ("sincos_2d", "rope_axial", "rope_mixed"):
+            raise ValueError(f"position_scale applies to sincos_2d and the RoPE schemes, not to {self.scheme!r}")
         grid = images.shape[1] // self.patch
         x = self.embed(patchify(images.to(self.embed.weight.dtype), self.patch))
-        table = self.positional_table(grid)
+        pos = grid_positions(grid, grid).to(x.device)
+        if scale != 1.0:
+            pos = pos.to(torch.float64) * scale
+        if self.scheme == "sincos_2d" and scale != 1.0:
+            table = _sincos_2d_at(pos.numpy(), self.d_model).to(x.dtype)
+        else:
+            table = self.positional_table(grid)
         if table is not None:
             x = x + table
-        pos = grid_positions(grid, grid).to(x.device)
         for i, block in enumerate(self.blocks):
             rot = None
             if self.scheme == "rope_axial":
-                rot = functools.partial(self.rotary, positions=pos)
+                rot = functools.partial(self.rotary, positions=pos.to(x.dtype))
             elif self.scheme == "rope_mixed":
-                rot = functools.partial(self.rotary[i], positions=pos)
+                rot = functools.partial(self.rotary[i], positions=pos.to(x.dtype))
             x = block(x, rotary=rot)
         return self.head(self.norm(x).mean(dim=1))
+
+
+def _sincos_2d_at(pos: np.ndarray, d_model: int) -> torch.Tensor:
+    """The 2-D sin-cos table at real (row, column) coordinates ``pos`` (n, 2)."""
+    omega = 10000.0 ** (-4.0 * np.arange(d_model // 4) / d_model)
+    ang_c, ang_r = np.outer(pos[:, 1], omega), np.outer(pos[:, 0], omega)
+    return torch.from_numpy(np.concatenate([np.sin(ang_c), np.cos(ang_c), np.sin(ang_r), np.cos(ang_r)], axis=1))
 
 
 # ----------------------------------------------------------------------------- training
@@ -380,12 +424,14 @@ class VisionConfig:
         return torch.float64 if self.dtype == "float64" else torch.float32
 
 
-def _loss_acc(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch: int = 500) -> tuple[float, float]:
+def _loss_acc(
+    model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch: int = 500, scale: float = 1.0
+) -> tuple[float, float]:
     model.eval()
     total, correct = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(images), batch):
-            logits = model(images[i : i + batch])
+            logits = model(images[i : i + batch]) if scale == 1.0 else model(images[i : i + batch], position_scale=scale)
             total += float(nn.functional.cross_entropy(logits, labels[i : i + batch], reduction="sum"))
             correct += int((logits.argmax(-1) == labels[i : i + batch]).sum())
     return total / len(images), correct / len(images)
@@ -446,25 +492,40 @@ def train_vit(scheme: str, seed: int, config: VisionConfig = VisionConfig()) -> 
     return model, {"val_loss": history, "best_epoch": best_epoch, "epochs": len(history), "seconds": time.perf_counter() - t0}
 
 
-def evaluate_vit(model: TinyViT, size: int, *, split: str = "test") -> tuple[float, float]:
-    """(loss, accuracy) of ``model`` on the ``split`` digits upsampled to ``size x size``."""
+def evaluate_vit(model: TinyViT, size: int, *, split: str = "test", interpolate: bool = False) -> tuple[float, float]:
+    """(loss, accuracy) of ``model`` on the ``split`` digits upsampled to ``size x size``.
+
+    With ``interpolate`` the patch coordinates are scaled by ``train_grid / grid`` (see
+    :meth:`TinyViT.forward`), for the schemes that take real coordinates.
+    """
     if not isinstance(model, TinyViT):
         raise TypeError(f"model must be a TinyViT, got {type(model).__name__}")
     size = check_int("size", size)
     if size % model.patch:
         raise ValueError(f"size must be a multiple of the model's patch ({model.patch}), got {size}")
     split = check_choice("split", split, ("train", "val", "test"))
+    if not isinstance(interpolate, bool):
+        raise TypeError(f"interpolate must be True or False, got {interpolate!r}")
     x, y = digits_split()[split]
-    return _loss_acc(model, upsample(x, size).to(model.embed.weight.dtype), y)
+    scale = model.train_grid / (size // model.patch) if interpolate else 1.0
+    return _loss_acc(model, upsample(x, size).to(model.embed.weight.dtype), y, scale=scale)
 
 
 def run_vision_trial(scheme: str, seed: int, config: VisionConfig = VisionConfig()) -> dict:
-    """Train one model and score it at every ``config.eval_sizes``: one JSON row."""
+    """Train one model and score it at every ``config.eval_sizes``: one JSON row.
+
+    ``loss_<size>``, ``acc_<size>``: test loss and accuracy at that size; for the schemes
+    with real coordinates also ``iloss_<size>``, ``iacc_<size>`` with the coordinates
+    interpolated into the training grid's range (``evaluate_vit(..., interpolate=True)``).
+    """
     model, hist = train_vit(scheme, seed, config)
     row = {"scheme": scheme, "seed": seed, "best_epoch": hist["best_epoch"], "epochs": hist["epochs"], "seconds": round(hist["seconds"], 1)}
     for s in config.eval_sizes:
         loss, acc = evaluate_vit(model, s)
         row[f"loss_{s}"], row[f"acc_{s}"] = loss, acc
+        if scheme in ("sincos_2d", "rope_axial", "rope_mixed") and s != config.train_size:
+            loss, acc = evaluate_vit(model, s, interpolate=True)
+            row[f"iloss_{s}"], row[f"iacc_{s}"] = loss, acc
     return row
 
 
@@ -473,3 +534,41 @@ def config_dict(config: VisionConfig) -> dict:
     d = asdict(config)
     d["eval_sizes"] = list(d["eval_sizes"])
     return d
+
+
+def transformers_rope_index(segments, *, spatial_merge_size: int = 2) -> torch.Tensor:
+    """The M-RoPE ids ``transformers`` computes (``Qwen2VLModel.get_rope_index``) for ``segments``.
+
+    ``segments`` as for :func:`posenc.mrope_position_ids`; no model is built (the method
+    reads only the merge size from its model). Returns a long tensor ``(3, seq)``. Needs
+    ``transformers`` (the book extra).
+    """
+    import types
+    import warnings
+
+    with warnings.catch_warnings():  # transformers' import may warn about tqdm widgets
+        warnings.simplefilter("ignore")
+        from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel
+
+    posenc.mrope_position_ids(segments, spatial_merge_size=spatial_merge_size)  # the same checks
+    m = spatial_merge_size
+    token_types, images, videos = [], [], []
+    for kind, size in segments:
+        if kind == "text":
+            token_types += [0] * size
+        else:
+            t, h, w = size
+            token_types += [1 if kind == "image" else 2] * (t * h * w // m**2)
+            (images if kind == "image" else videos).append(list(size))
+    fake = types.SimpleNamespace(
+        config=types.SimpleNamespace(vision_config=types.SimpleNamespace(spatial_merge_size=m)),
+        get_vision_position_ids=lambda *a, **k: Qwen2VLModel.get_vision_position_ids(None, *a, **k),
+    )
+    ids, _ = Qwen2VLModel.get_rope_index(
+        fake,
+        torch.zeros(1, len(token_types), dtype=torch.long),
+        torch.tensor([token_types]),
+        torch.tensor(images) if images else None,
+        torch.tensor(videos) if videos else None,
+    )
+    return ids[:, 0]

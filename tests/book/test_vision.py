@@ -95,3 +95,21 @@ def test_bad_input():
         vision.evaluate_vit(torch.nn.Linear(2, 2), 16)
     with pytest.raises(ValueError, match="width"):
         vision.adjacency_distances(1)
+
+
+def test_position_interpolation_maps_a_larger_grid_into_the_training_range():
+    torch.manual_seed(0)
+    m = vision.TinyViT("rope_axial", train_grid=4, d_model=16, n_heads=2, n_layers=1, d_ff=16).double().eval()
+    x = torch.rand(2, 16, 16, dtype=torch.float64)
+    torch.testing.assert_close(m(x, position_scale=1.0), m(x))
+    big = torch.rand(2, 24, 24, dtype=torch.float64)
+    assert not torch.allclose(m(big, position_scale=4 / 6), m(big))
+    s2 = vision.TinyViT("sincos_2d", train_grid=4, d_model=16, n_heads=2, n_layers=1, d_ff=16).double().eval()
+    torch.testing.assert_close(s2(x, position_scale=1.0 + 0.0), s2(x))
+    # the fractional table at integer coordinates is the library's table
+    pos = vision.grid_positions(3, 3).double().numpy()
+    np.testing.assert_allclose(vision._sincos_2d_at(pos, 16).numpy(), posenc.sinusoidal_encoding_2d(3, 16), atol=1e-15)
+    with pytest.raises(ValueError, match="position_scale"):
+        vision.TinyViT("learned_2d")(torch.rand(1, 16, 16), position_scale=0.5)
+    with pytest.raises(TypeError, match="interpolate"):
+        vision.evaluate_vit(m, 16, interpolate="yes")
