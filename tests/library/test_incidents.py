@@ -106,7 +106,7 @@ LLAMA31 = {
 
 
 def _old_rope_scaling_validation(rope_scaling: dict) -> None:
-    """The check of transformers before 4.43: exactly two fields, ``type`` and ``factor``."""
+    """The check of older transformers releases: exactly two fields, ``type`` and ``factor``."""
     if not isinstance(rope_scaling, dict) or len(rope_scaling) != 2:
         raise ValueError(
             "`rope_scaling` must be a dictionary with two fields, `type` and `factor`, " f"got {rope_scaling}"
@@ -164,7 +164,7 @@ def test_static_yarn_changes_a_short_prompt_dynamic_scaling_does_not():
     temperature = (0.1 * math.log(4.0) + 1.0) ** 2
     diag = torch.diagonal(s_yarn, dim1=-2, dim2=-1) / torch.diagonal(s_plain, dim1=-2, dim2=-1)  # no rotation
     assert torch.allclose(diag, torch.full_like(diag, temperature), rtol=1e-4)
-    assert (s_yarn - s_plain).abs().max() > 10.0
+    assert 11.0 < (s_yarn - s_plain).abs().max() < 14.0 and 40.0 < s_plain.abs().max() < 45.0
     dynamic = RotaryEmbedding(
         128,
         base=1_000_000.0,
@@ -200,7 +200,7 @@ def test_left_padded_decode_step_uses_per_row_positions():
     right = rope(query, positions=right_pos) @ cached.transpose(-1, -2)
     shared = rope(query, positions=shared_pos) @ cached.transpose(-1, -2)
     assert (right - alone).abs().max() < 1e-5
-    assert (shared - alone).abs().max() > 0.1 * alone.abs().max()
+    assert 2.5 < (shared - alone).abs().max() < 3.1 and 3.4 < alone.abs().max() < 4.0
 
 
 # --------------------------------------------------------------- 6. packed documents
