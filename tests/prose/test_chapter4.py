@@ -189,3 +189,109 @@ def test_rope_heads_split_the_frequencies():
     assert float(usage["match"].sum()) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="task"):
         book.train_rope_head("copy", steps=1)
+
+
+def test_rope_requirement_general_solution_and_reflection():
+    """thm-rotations-general: a reflection meets the requirement on integers; exp(m Omega) is a group of rotations."""
+    from scipy.linalg import expm
+
+    S = np.diag([1.0, -1.0])
+    rng = np.random.default_rng(7)
+    q, k = rng.standard_normal(2), rng.standard_normal(2)
+    P = np.linalg.matrix_power
+    for m in range(-4, 5):
+        for n in range(-4, 5):
+            assert (P(S, m) @ q) @ (P(S, n) @ k) == pytest.approx((P(S, m - n) @ q) @ k, abs=1e-15)
+    assert np.linalg.det(S) == pytest.approx(-1.0)
+    g = np.random.default_rng(11).standard_normal((5, 5))
+    omega = (g - g.T) / 2
+    for a in (-1.5, 0.5, 2.0):
+        A = expm(a * omega)
+        np.testing.assert_allclose(A.T @ A, np.eye(5), atol=1e-12)  # orthogonal
+        assert np.linalg.det(A) == pytest.approx(1.0)  # never a reflection
+        for b in (-2.0, 0.25, 3.0):
+            np.testing.assert_allclose(A.T @ expm(b * omega), expm((b - a) * omega), atol=1e-12)
+    eig = np.linalg.eigvals(omega)
+    assert np.abs(eig.real).max() < 1e-12 and int((np.abs(eig) < 1e-9).sum()) == 1  # one unrotated channel
+
+
+def test_decay_first_sign_changes():
+    """sec-rotations-long-range: the mean cosine of a 128-wide head first turns negative at these distances."""
+    r = np.arange(60_001)
+
+    def first(base):
+        w = posenc.rotary_frequencies(128, base=base)
+        return int(np.argmax(np.cos(r[:, None] * w).mean(axis=1) < 0))
+
+    got = {b: first(b) for b in (10_000.0, 500_000.0, 1_000_000.0)}
+    assert got == {10_000.0: 1707, 500_000.0: 18438, 1_000_000.0: 27115}
+    assert got[10_000.0] < 4096  # below Llama 2's context
+
+
+def test_bias_experiment_ordering():
+    """sec-rotations-bias: from the saved runs, RoPE + bias >> additive + bias; RoPE without bias fails; a shared
+    direction restores it."""
+    from pathlib import Path
+
+    rows = book.read_results(Path(__file__).resolve().parents[2] / "experiments/results/rope_bias_heads.json")["rows"]
+    main = [r for r in rows if r["role"] == "main"]
+
+    def acc(variant):
+        a = [r["accuracy"] for r in main if r["variant"] == variant]
+        assert len(a) >= 3, variant
+        return np.array(a)
+
+    rope_b, rope_nb = acc("rope, bias"), acc("rope, no bias")
+    shared = acc("rope, no bias, shared direction")
+    add_b, add_nb, none = acc("additive, bias"), acc("additive, no bias"), acc("none, no bias")
+    assert rope_b.min() > 0.95 and shared.min() > 0.95
+    assert add_b.max() < 0.6 and add_nb.max() < 0.6
+    assert rope_nb.max() < 0.3 and none.max() < 0.3
+    assert rope_b.min() > add_b.max() + 0.3 > rope_nb.max()
+    chance = book.previous_token_chance(32)
+    assert chance == pytest.approx(0.0987, abs=1e-4) and none.mean() < 0.2
+
+
+def test_float32_angle_errors_at_long_context():
+    """sec-rotations-precision: float32 angles, base 500,000, d_h = 128, last 8,192 positions before each length."""
+    w = posenc.rotary_frequencies(128, base=500_000.0)
+    w32 = torch.from_numpy(w).float()
+    errs = {}
+    for length in (2**20, 10 * 2**20):
+        m = np.arange(length - 8192, length)
+        exact = m[:, None] * w
+        a32 = (torch.from_numpy(m).float()[:, None] * w32).double().numpy()
+        errs[length] = np.abs(np.remainder(a32 - exact + np.pi, 2 * np.pi) - np.pi).max()
+        reduced = np.remainder(exact, 2 * np.pi).astype(np.float32)
+        assert np.abs(np.remainder(reduced - exact + np.pi, 2 * np.pi) - np.pi).max() < 1e-6
+    assert round(errs[2**20], 2) == 0.05 and round(errs[10 * 2**20], 2) == 0.68
+    # gpt-neox #1003: the cosine at position 1,857 moved by 0.715 (0.78 is the table's maximum)
+    assert round(abs(math.cos(1044.2678) - math.cos(1045.0)), 3) == 0.715
+
+
+def test_llama3_rule_is_ntk_by_parts_with_the_papers_ramp():
+    hd, base, L, s = 128, 500_000.0, 8192, 8
+    w = posenc.rotary_frequencies(hd, base=base)
+    llama3 = posenc.rotary_frequencies(
+        hd,
+        base=base,
+        scaling={
+            "type": "llama3",
+            "factor": s,
+            "low_freq_factor": 1,
+            "high_freq_factor": 4,
+            "original_max_position_embeddings": L,
+        },
+    )
+    gamma = np.clip((L * w / (2 * np.pi) - 1) / 3, 0, 1)
+    np.testing.assert_allclose(llama3, (1 - gamma) * w / s + gamma * w, rtol=1e-9, atol=0)
+
+
+def test_partial_rotary_half_layout_pairs_inside_the_rotated_width():
+    neox = posenc.RotaryEmbedding(64, rotary_dim=16)
+    e0 = torch.zeros(1, 64, dtype=torch.float64)
+    e0[0, 0] = 1.0
+    moved = neox(e0, offset=1)[0]
+    assert torch.nonzero(moved.abs() > 1e-12).flatten().tolist() == [0, 8]  # (j, j + r/2), not (j, j + d_h/2)
+    x = torch.randn(5, 64, dtype=torch.float64)
+    assert torch.equal(neox(x, offset=3)[:, 16:], x[:, 16:])
