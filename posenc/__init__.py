@@ -1,5 +1,11 @@
 """posenc: positional encodings for transformers, as taught in the positional-encoding book.
 
+``posenc.__all__`` lists what a model needs. The reproductions of other code bases'
+tables (tensor2tensor, fairseq, XLM, Marian layouts) and the chapters' mathematics
+(frequency ladders, the shift matrix, scaling dicts) are in :mod:`posenc.reference`;
+they stay importable from the top level for the chapters. RoPE's implementation is the
+subpackage :mod:`posenc.rope` (the file to copy: :mod:`posenc.rope.core`).
+
 The library depends on torch and numpy only. Numpy functions compute in float64; torch
 modules take ``(batch, seq, dim)`` or ``(batch, heads, seq, head_dim)`` tensors. The
 book's laboratory (measurements, plots, tasks, training loops, data sets) is the
@@ -24,6 +30,7 @@ from .bias import (
     relative_positions,
     t5_relative_bucket,
 )
+from . import reference, rope
 from .learned import LearnedPositionalEmbedding
 from .multimodal import (
     AxialRotaryEmbedding,
@@ -34,6 +41,7 @@ from .multimodal import (
 )
 from .rotary import (
     RotaryEmbedding,
+    RotaryTables,
     apply_rotary,
     apply_rotary_tables,
     normalize_scaling,
@@ -68,27 +76,23 @@ from .variants import (
 __version__ = "0.1.0"
 
 __all__ = [
-    # sinusoidal encodings (chapters 2-4) and the layouts of other libraries
+    # absolute positions added to the input (chapters 2 to 4 and 6)
     "SinusoidalPositionalEncoding",
-    "layout_permutation",
-    "relative_rotation",
     "sinusoidal_encoding",
-    "sinusoidal_frequencies",
-    "fairseq_positions",
-    "fairseq_sinusoidal_table",
-    "tensor2tensor_frequencies",
-    "tensor2tensor_timing_signal",
-    "timing_signal",
-    # learned absolute embeddings (chapter 6)
+    "relative_rotation",
     "LearnedPositionalEmbedding",
-    # rotary embeddings and context extension (chapter 4)
+    # rotary embeddings (chapter 4; posenc.rope)
     "RotaryEmbedding",
+    "RotaryTables",
     "apply_rotary",
     "apply_rotary_tables",
-    "normalize_scaling",
-    "rotary_attention_factor",
-    "rotary_frequencies",
     "rotary_permutation",
+    # images, video and multimodal sequences
+    "sinusoidal_encoding_2d",
+    "AxialRotaryEmbedding",
+    "MixedRotaryEmbedding",
+    "MultimodalRotaryEmbedding",
+    "mrope_position_ids",
     # attention and the biases added to its scores (chapters 1 and 6)
     "SelfAttention",
     "causal_mask",
@@ -98,7 +102,6 @@ __all__ = [
     "ShawRelativePosition",
     "alibi_bias",
     "alibi_slopes",
-    "relative_positions",
     "t5_relative_bucket",
     # tabular feature embeddings (chapter 5)
     "ColumnEmbedding",
@@ -108,10 +111,4 @@ __all__ = [
     "PiecewiseLinearEncoding",
     "SharedValueEmbedding",
     "quantile_bins",
-    # positions beyond one dimension: images, video, multimodal sequences (chapter 8)
-    "sinusoidal_encoding_2d",
-    "AxialRotaryEmbedding",
-    "MixedRotaryEmbedding",
-    "mrope_position_ids",
-    "MultimodalRotaryEmbedding",
 ]

@@ -51,13 +51,13 @@ class SelfAttention(nn.Module):
 
     Args:
         d_model: width of the input and output.
-        n_heads: number of heads (default 1); with one head, ``d_head`` may differ from
-            ``d_model``; with several, ``d_head`` defaults to ``d_model // n_heads``.
-        d_head: width of queries and keys of one head.
+        n_heads: number of heads (default 1); with one head, ``head_dim`` may differ from
+            ``d_model``; with several, ``head_dim`` defaults to ``d_model // n_heads``.
+        head_dim: width of queries and keys of one head.
         causal: apply the causal mask (query ``i`` sees keys ``j <= i``) on every call.
 
     Shapes:
-        ``forward(x, mask=None, bias=None, rotary=None)``: ``x`` is
+        ``forward(x, mask=None, bias=None, rotary=None, *, positions=None, need_weights=False)``: ``x`` is
         ``(batch, seq, d_model)``; ``mask`` a boolean ``(seq, seq)`` (``True`` = may
         attend), or one mask per example ``(batch, seq, seq)`` or per example and head
         ``(batch, n_heads, seq, seq)`` (packed or padded batches; a size of 1 broadcasts),
@@ -67,11 +67,13 @@ class SelfAttention(nn.Module):
         broadcastable to ``(batch, n_heads, seq, seq)`` (a ``(seq, seq)`` bias applies to
         every head) or an :class:`~posenc.bias.AttentionBias` module called as
         ``bias.score_bias(q)`` on the queries ``(batch, n_heads, seq, head_dim)``; ``rotary`` a
-        callable applied to queries and keys of that shape. Returns
-        ``(batch, seq, d_model)``. After a call, ``last_weights`` holds the attention
-        weights, ``(batch, seq, seq)`` for one head and ``(batch, n_heads, seq, seq)``
-        for several (recorded in eager mode only, not under ``torch.compile`` or
-        ``torch.export``).
+        callable applied to queries and keys of that shape, called as
+        ``rotary(q, positions=positions)`` when ``positions`` (``(seq,)`` or
+        ``(batch, seq)`` position ids: left padding, packed documents, a KV cache's
+        offsets) are given. Returns ``(batch, seq, d_model)``. With
+        ``need_weights=True`` the attention weights are kept in ``last_weights``,
+        ``(batch, seq, seq)`` for one head and ``(batch, n_heads, seq, seq)`` for several
+        (eager mode only); otherwise nothing is kept.
 
     Example:
         >>> attn = SelfAttention(8)
@@ -83,32 +85,43 @@ class SelfAttention(nn.Module):
         torch.Size([2, 5, 16])
     """
 
-    def __init__(self, d_model: int, n_heads: int = 1, *, d_head: int | None = None, causal: bool = False) -> None:
+    def __init__(self, d_model: int, n_heads: int = 1, *, head_dim: int | None = None, causal: bool = False) -> None:
         super().__init__()
         self.d_model = check_int("d_model", d_model)
         self.n_heads = check_int("n_heads", n_heads)
-        if d_head is None:
+        if head_dim is None:
             if self.d_model % self.n_heads:
                 raise ValueError(f"n_heads must divide d_model={self.d_model}, got n_heads={self.n_heads}")
-            d_head = self.d_model // self.n_heads
-        self.d_head = check_int("d_head", d_head)
-        if self.n_heads > 1 and self.d_head * self.n_heads != self.d_model:
+            head_dim = self.d_model // self.n_heads
+        self.head_dim = check_int("head_dim", head_dim)
+        if self.n_heads > 1 and self.head_dim * self.n_heads != self.d_model:
             raise ValueError(
-                f"with n_heads={self.n_heads}, d_head must be d_model / n_heads = {self.d_model / self.n_heads:g}, "
-                f"got {self.d_head}"
+                f"with n_heads={self.n_heads}, head_dim must be d_model / n_heads = {self.d_model / self.n_heads:g}, "
+                f"got {self.head_dim}"
             )
         self.causal = check_bool("causal", causal)
         check_size(
             "a projection (d_model, n_heads * d_head)",
             self.d_model,
-            self.n_heads * self.d_head,
+            self.n_heads * self.head_dim,
             limit=MAX_PARAMETER_ELEMENTS,
         )
-        self.w_q = nn.Linear(self.d_model, self.n_heads * self.d_head, bias=False)
-        self.w_k = nn.Linear(self.d_model, self.n_heads * self.d_head, bias=False)
+        self.w_q = nn.Linear(self.d_model, self.n_heads * self.head_dim, bias=False)
+        self.w_k = nn.Linear(self.d_model, self.n_heads * self.head_dim, bias=False)
         self.w_v = nn.Linear(self.d_model, self.d_model, bias=False)
         self.w_o = nn.Linear(self.d_model, self.d_model, bias=False)
         self.last_weights: torch.Tensor | None = None
+
+    @property
+    def d_head(self) -> int:
+        """The old name of :attr:`head_dim`, kept for code written against it."""
+        return self.head_dim
+
+    def reset_parameters(self) -> None:
+        """Draw the four projections again (``nn.Linear``'s initialisation), e.g. after meta-device init."""
+        for lin in (self.w_q, self.w_k, self.w_v, self.w_o):
+            lin.reset_parameters()
+        self.last_weights = None
 
     def _heads(self, t: torch.Tensor, width: int) -> torch.Tensor:
         b, s, _ = t.shape
@@ -119,7 +132,10 @@ class SelfAttention(nn.Module):
         x: torch.Tensor,
         mask: torch.Tensor | None = None,
         bias: torch.Tensor | AttentionBias | None = None,
-        rotary: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        rotary: Callable[..., torch.Tensor] | None = None,
+        *,
+        positions: torch.Tensor | None = None,
+        need_weights: bool = False,
     ) -> torch.Tensor:
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"x must be a torch.Tensor of shape (batch, seq, {self.d_model}), got {type(x).__name__}")
@@ -131,6 +147,12 @@ class SelfAttention(nn.Module):
             )
         if x.device != self.w_q.weight.device:
             raise ValueError(f"x must be on the module's device ({self.w_q.weight.device}), got {x.device}")
+        if x.dtype != self.w_q.weight.dtype and not torch.is_autocast_enabled(x.device.type):
+            raise TypeError(
+                f"x has dtype {x.dtype} but the module's weights are {self.w_q.weight.dtype}: cast one to the other "
+                f"(e.g. module.to({x.dtype}) or x.to({self.w_q.weight.dtype}))"
+            )
+        check_bool("need_weights", need_weights)
         b, seq, _ = x.shape
         if mask is not None:
             if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
@@ -171,12 +193,21 @@ class SelfAttention(nn.Module):
                 raise ValueError(f"bias must be on x's device ({x.device}), got {bias.device}")
         if rotary is not None and not callable(rotary):
             raise TypeError(f"rotary must be a callable such as RotaryEmbedding or None, got {type(rotary).__name__}")
-        q = self._heads(self.w_q(x), self.d_head)
-        k = self._heads(self.w_k(x), self.d_head)
+        if positions is not None:
+            if rotary is None:
+                raise ValueError("positions are passed to the rotary hook: give rotary= with them")
+            if not isinstance(positions, torch.Tensor) or positions.shape not in ((seq,), (b, seq)):
+                got = tuple(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__
+                raise ValueError(f"positions must be a tensor of shape (seq,) = ({seq},) or (batch, seq) = ({b}, {seq}), got {got}")
+        q = self._heads(self.w_q(x), self.head_dim)
+        k = self._heads(self.w_k(x), self.head_dim)
         v = self._heads(self.w_v(x), self.d_model // self.n_heads)
         if rotary is not None:
-            q, k = rotary(q), rotary(k)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+            if positions is None:
+                q, k = rotary(q), rotary(k)
+            else:
+                q, k = rotary(q, positions=positions), rotary(k, positions=positions)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
         if isinstance(bias, AttentionBias):
             scores = scores + bias.score_bias(q)
         elif bias is not None:
@@ -191,10 +222,10 @@ class SelfAttention(nn.Module):
             # a query that may see no key (a padding row of a padded batch) gets zero weights, not
             # NaN, so that its NaN cannot reach the other rows through the next layer's values
             weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-        if not torch.compiler.is_compiling():  # a side effect that torch.compile/export need not trace
+        if need_weights and not torch.compiler.is_compiling():  # kept only when asked
             self.last_weights = (weights[:, 0] if self.n_heads == 1 else weights).detach()
         out = (weights @ v).transpose(1, 2).reshape(b, seq, self.d_model)
         return self.w_o(out)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_head={self.d_head}, causal={self.causal}"
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, head_dim={self.head_dim}, causal={self.causal}"

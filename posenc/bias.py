@@ -37,6 +37,7 @@ from ._checks import (
     check_float_dtype,
     check_int,
     check_size,
+    should_check_values,
 )
 
 __all__ = [
@@ -121,7 +122,7 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
         return [start ** (k + 1) for k in range(n)]
 
     slopes = geometric(p) + geometric(2 * p)[0::2][: n_heads - p]
-    return torch.tensor(slopes, dtype=torch.float64).to(torch.float32)
+    return torch.tensor(slopes, dtype=torch.float32)  # each Python float rounded once to float32
 
 
 def alibi_bias(
@@ -342,6 +343,12 @@ def t5_relative_bucket(
         tensor([15,  8,  1,  0, 17, 24, 31])
     """
     rel = _check_integer_tensor("relative_position", relative_position)
+    lowest = torch.iinfo(torch.int64).min
+    if rel.numel() and should_check_values(None, rel) and bool((rel == lowest).any()):
+        raise ValueError(
+            f"relative_position must be > {lowest} (the int64 minimum, whose distance -x overflows int64)"
+        )
+    rel = rel.clamp(min=lowest + 1)  # where the values were not looked at: the same (last) bucket, no overflow
     bidirectional = check_bool("bidirectional", bidirectional)
     num_buckets = check_int("num_buckets", num_buckets, minimum=4 if bidirectional else 2)
     max_distance = check_int("max_distance", max_distance)

@@ -33,7 +33,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
     Shapes:
         ``weight``: ``(max_len, d_model)``.
-        ``forward(x, offset=0, positions=None)``: ``x`` is ``(batch, seq, d_model)`` (or
+        ``forward(x, *, offset=0, positions=None)``: ``x`` is ``(batch, seq, d_model)`` (or
         ``(seq, d_model)``), floating point; returns ``x + weight[offset : offset + seq]``
         for an int ``offset``, or ``x + weight[positions]`` for integer ``positions`` of
         shape ``(seq,)`` or ``x.shape[:-1]`` (left-padded or packed batches); a tensor
@@ -64,7 +64,9 @@ class LearnedPositionalEmbedding(nn.Module):
         """Draw the weight again from ``N(0, init_std**2)``."""
         nn.init.normal_(self.weight, std=self.init_std)
 
-    def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, *, offset: int | torch.Tensor = 0, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
         x = check_sequence_input("x", x, self.d_model)
         table = position_rows(self.weight, x, offset, positions, check_values=self.check_values, overflow=self._overflow)
         return x + table.to(x.dtype)

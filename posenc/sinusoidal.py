@@ -196,7 +196,7 @@ class SinusoidalPositionalEncoding(nn.Module):
             out-of-range position is then an indexing error of the device).
 
     Shapes:
-        ``forward(x, offset=0, positions=None)``: ``x`` is ``(batch, seq, d_model)`` (or
+        ``forward(x, *, offset=0, positions=None)``: ``x`` is ``(batch, seq, d_model)`` (or
         ``(seq, d_model)``, or any ``(..., seq, d_model)``), floating point. Returns the
         same shape: ``x + PE[offset : offset + seq]`` for an int ``offset``, or
         ``x + PE[positions]`` for integer ``positions`` of shape ``(seq,)`` or
@@ -243,9 +243,11 @@ class SinusoidalPositionalEncoding(nn.Module):
             return
         table = sinusoidal_encoding(self.max_len, self.d_model, base=self.base, layout=self.layout)
         with torch.no_grad():
-            self.pe.copy_(torch.from_numpy(table).to(torch.float32))
+            self.pe.copy_(torch.from_numpy(table.astype(np.float32)))  # float64 on the host only
 
-    def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, *, offset: int | torch.Tensor = 0, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
         x = check_sequence_input("x", x, self.d_model)
         table = position_rows(self.pe, x, offset, positions, check_values=self.check_values, overflow=self._overflow)
         return self.dropout(x + table.to(x.dtype))

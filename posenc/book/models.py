@@ -268,7 +268,7 @@ class PositionalTransformer(nn.Module):
         weight = self.embed.weight
         x = self.positional(torch.zeros(1, length, self.d_model, device=weight.device, dtype=weight.dtype))
         block = self.blocks[0]
-        block.attn(block.norm1(x))
+        block.attn(block.norm1(x), need_weights=True)
         weights = block.attn.last_weights
         return weights[0] if weights.ndim == 4 else weights
 

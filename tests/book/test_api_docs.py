@@ -51,6 +51,7 @@ def test_api_page_is_generated_by_walking_both_floors():
     # no hand-kept module list: the page asks the extension to walk each package
     assert "{posenc-modules} posenc\n" in API_PAGE
     assert "{posenc-modules} posenc.book\n" in API_PAGE
+    assert "{posenc-modules} posenc.rope\n" in API_PAGE  # a subpackage is walked by its own directive
     assert not re.search(r"automodule:: posenc\.\w+\s*\n\s*:members:", API_PAGE)
 
 

@@ -66,7 +66,7 @@ INT_ARGS = [
     ("T5RelativeBias.forward k_len", lambda v: T5RelativeBias(2)(1, v), "k_len", 1, True),
     ("ShawRelativePosition head_dim", lambda v: ShawRelativePosition(v), "head_dim", 1, True),
     ("ShawRelativePosition max_distance", lambda v: ShawRelativePosition(4, v), "max_distance", 1, True),
-    ("SelfAttention d_model", lambda v: SelfAttention(v, d_head=4), "d_model", 1, True),
+    ("SelfAttention d_model", lambda v: SelfAttention(v, head_dim=4), "d_model", 1, True),
     ("SelfAttention n_heads", lambda v: SelfAttention(4, v), "n_heads", 1, True),
     ("causal_mask seq_len", lambda v: posenc.causal_mask(v), "seq_len", 1, True),
     ("FeatureTokenizer n_features", lambda v: FeatureTokenizer(v, 4), "n_features", 1, True),

@@ -1,0 +1,30 @@
+"""Rotary position embeddings (RoPE) as an engineer deploys them.
+
+* :mod:`posenc.rope.core`: frequencies, tables and the rotation, the short file to copy;
+* :mod:`posenc.rope.scaling`: one frozen dataclass per context-extension type, equal to
+  ``transformers``' ``ROPE_INIT_FUNCTIONS``, and :func:`from_hf` for Hugging Face dicts;
+* :mod:`posenc.rope.kernels`: the fast eager paths, chosen in one place;
+* :mod:`posenc.rope.module`: :class:`RotaryEmbedding`, :func:`apply_rotary`,
+  :func:`apply_rotary_tables` and :func:`rotate`, with the argument checks.
+"""
+
+from .core import RotaryTables
+from .module import RotaryEmbedding, apply_rotary, apply_rotary_tables, frequencies, rotate
+from .scaling import NTK, Dynamic, Linear, Llama3, LongRoPE, Proportional, YaRN, from_hf
+
+__all__ = [
+    "NTK",
+    "Dynamic",
+    "Linear",
+    "Llama3",
+    "LongRoPE",
+    "Proportional",
+    "RotaryEmbedding",
+    "RotaryTables",
+    "YaRN",
+    "apply_rotary",
+    "apply_rotary_tables",
+    "frequencies",
+    "from_hf",
+    "rotate",
+]

@@ -1,0 +1,461 @@
+"""``RotaryEmbedding`` and the functional API: the checked boundary around :mod:`posenc.rope.core`."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .._checks import (
+    check_choice,
+    check_finite_positions,
+    check_head_dim,
+    check_int,
+    check_optional_bool,
+    check_positive_float,
+    check_rotary_input,
+    check_rotary_positions,
+    check_rotary_tables,
+    check_rotary_width,
+    check_seq_dim,
+    rotary_offset,
+)
+from . import scaling as sc
+from .core import LAYOUTS, RotaryTables, cos_sin, fixed_point_turns, host_tables
+from .kernels import rotate_fast
+
+
+def _resolve(
+    head_dim: object,
+    base: object,
+    scaling: object,
+    rotary_dim: object,
+    partial_rotary_factor: object,
+    max_position_embeddings: object,
+) -> tuple[int, float, int, Any]:
+    """``(head_dim, base, rotary_dim, scaling)`` from the arguments, a Hugging Face dict taken as is."""
+    head_dim = check_head_dim("head_dim", head_dim)
+    theta = None
+    if isinstance(scaling, Mapping) or scaling is None:
+        theta, partial_in_dict, scaling = sc.from_hf(scaling, max_position_embeddings=max_position_embeddings)
+        if partial_in_dict is not None:
+            if partial_rotary_factor is not None and partial_rotary_factor != partial_in_dict:
+                raise ValueError(
+                    f"partial_rotary_factor={partial_rotary_factor} differs from scaling['partial_rotary_factor']="
+                    f"{partial_in_dict}; pass one"
+                )
+            partial_rotary_factor = partial_in_dict
+    elif not isinstance(scaling, tuple(sc.SCALINGS.values())):
+        raise TypeError(
+            f"scaling must be None, a dataclass of posenc.rope.scaling (Linear, NTK, Dynamic, YaRN, Llama3, "
+            f"LongRoPE, Proportional) or a Hugging Face dict, got {type(scaling).__name__}"
+        )
+    if base is None:
+        base = 10000.0 if theta is None else theta
+    base = check_positive_float("base", base)
+    if base <= 1.0:
+        raise ValueError(f"base must be a finite number > 1 (frequencies base**(-2j/d) must decrease), got {base}")
+    if theta is not None and theta != base:
+        raise ValueError(f"scaling['rope_theta']={theta!r} differs from base={base!r}; pass one")
+    width = check_rotary_width(head_dim, rotary_dim, partial_rotary_factor)
+    return head_dim, base, width, scaling
+
+
+def _frequencies(scaling: Any, dim: int, base: float, *, long: bool = False) -> tuple[float, ...]:
+    if scaling is None:
+        from .core import inv_frequencies
+
+        return inv_frequencies(dim, base)
+    if long:
+        return scaling.frequencies(dim, base, long=True)
+    return scaling.frequencies(dim, base)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding (RoPE): rotates queries or keys by their positions.
+
+    Apply it to ``q`` and ``k`` (never ``v``) after the projections and the split into
+    heads; the score ``q_m . k_n`` then depends on ``m - n`` only.
+
+    Args:
+        head_dim: width of one head; even unless ``rotary_dim`` is smaller.
+        base: the RoPE base (10,000 in RoFormer and Llama 2, 500,000 in Llama 3);
+            ``None``: the ``rope_theta`` of a Hugging Face dict, else 10,000.
+        layout: ``"half"`` pairs ``(j, j + d/2)`` (GPT-NeoX, Hugging Face);
+            ``"interleaved"`` pairs ``(2j, 2j + 1)`` (RoFormer, Meta, torchtune).
+        scaling: ``None``, a dataclass of :mod:`posenc.rope.scaling` (``Linear``,
+            ``NTK``, ``Dynamic``, ``YaRN``, ``Llama3``, ``LongRoPE``, ``Proportional``)
+            or a Hugging Face ``rope_parameters`` dict as it is (``rope_type``,
+            ``rope_theta``, ``partial_rotary_factor``, ``original_max_position_embeddings``).
+        rotary_dim: rotate only the first ``rotary_dim`` coordinates (partial rotary,
+            with the frequencies of a ``rotary_dim``-wide head); the rest pass through.
+        partial_rotary_factor: Hugging Face's form: ``rotary_dim = int(head_dim * factor)``.
+        seq_dim: the sequence axis of ``x``: ``-2`` for ``(batch, heads, seq, head_dim)``,
+            ``1`` for ``(batch, seq, heads, head_dim)``.
+        max_position_embeddings: the model's maximum length, as in a Hugging Face config
+            (the length of ``"dynamic"``; fills a missing ``original_max_position_embeddings``).
+        max_len: positions ``0 .. max_len - 1`` get a table computed once on the host in
+            float64 and kept in float32; other positions are computed per call (exact
+            int64 range reduction, float32 cos and sin: within 3e-7).
+        check_values: check that float positions are finite: ``None`` on the CPU outside
+            ``torch.compile``, ``True`` always (a host-device sync), ``False`` never.
+
+    Shapes:
+        ``forward(x, *, positions=None, offset=0)``: ``x`` is ``(..., seq, head_dim)``;
+        ``positions`` ``(seq,)`` or ``(batch, seq)`` on the device of ``x`` (integers, or
+        float32/float64 for fractional positions); by default ``offset + arange(seq)``,
+        ``offset`` an int or an integer tensor (0-d or ``(batch,)``, no host-device sync).
+        Returns a new tensor of the shape and dtype of ``x`` (16-bit inputs are rotated in
+        float32, float64 inputs in float64).
+
+    ``forward`` never assigns to the module (thread-safe, one graph under
+    ``torch.compile``); a module cast such as ``.half()`` keeps the tables in float32.
+    ``"dynamic"`` scaling beyond its length computes its frequencies in float32 on the
+    device, as ``transformers`` does; ``transformers`` also keeps the grown frequencies
+    between calls, posenc does not.
+
+    Example:
+        >>> rope = RotaryEmbedding(16)
+        >>> q = torch.randn(1, 2, 5, 16)
+        >>> step = rope(q[:, :, 4:], offset=4)  # decoding the 5th token
+        >>> bool(torch.allclose(step, rope(q)[:, :, 4:], atol=1e-6))
+        True
+        >>> RotaryEmbedding(64, scaling={"rope_type": "linear", "factor": 4.0, "rope_theta": 5e5}).base
+        500000.0
+    """
+
+    cos: torch.Tensor
+    sin: torch.Tensor
+    turns: torch.Tensor
+    inv_freq: torch.Tensor
+
+    def __init__(
+        self,
+        head_dim: int,
+        *,
+        base: float | None = None,
+        layout: str = "half",
+        scaling: Any = None,
+        rotary_dim: int | None = None,
+        partial_rotary_factor: float | None = None,
+        seq_dim: int = -2,
+        max_position_embeddings: int | None = None,
+        max_len: int = 2048,
+        check_values: bool | None = None,
+    ) -> None:
+        super().__init__()
+        self.head_dim, self.base, self.rotary_dim, self.scaling = _resolve(
+            head_dim, base, scaling, rotary_dim, partial_rotary_factor, max_position_embeddings
+        )
+        self.layout = check_choice("layout", layout, LAYOUTS)
+        self.seq_dim = check_seq_dim(seq_dim)
+        self.max_len = check_int("max_len", max_len, minimum=0)
+        if self.max_len * self.rotary_dim > 1 << 28:
+            raise ValueError(f"max_len={self.max_len} positions of {self.rotary_dim} rotated coordinates: more than 2**28 table entries")
+        self.check_values = check_optional_bool("check_values", check_values)
+        self.attention_factor = 1.0 if self.scaling is None else float(self.scaling.attention_scaling())
+        # the length from which "dynamic" and "longrope" change their frequencies
+        self._switch = getattr(self.scaling, "original_max_position_embeddings", None)
+        if not isinstance(self.scaling, (sc.Dynamic, sc.LongRoPE)):
+            self._switch = None
+        n = self.rotary_dim // 2
+        self.register_buffer("cos", torch.empty(self.max_len, n), persistent=False)
+        self.register_buffer("sin", torch.empty(self.max_len, n), persistent=False)
+        self.register_buffer("turns", torch.empty(3, n, dtype=torch.int64), persistent=False)
+        self.register_buffer("inv_freq", torch.empty(n), persistent=False)
+        if isinstance(self.scaling, sc.LongRoPE):
+            self.register_buffer("long_turns", torch.empty(3, n, dtype=torch.int64), persistent=False)
+            self.register_buffer("long_inv_freq", torch.empty(n), persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Recompute the buffers in place (after meta-device initialisation and ``to_empty``)."""
+        if self.cos.device.type == "meta":
+            return
+        inv = _frequencies(self.scaling, self.rotary_dim, self.base)
+        cos, sin = host_tables(inv, self.max_len, self.attention_factor)
+        with torch.no_grad():
+            self.cos.copy_(cos)
+            self.sin.copy_(sin)
+            self.turns.copy_(fixed_point_turns(inv))
+            self.inv_freq.copy_(torch.tensor(inv, dtype=torch.float32))
+            if isinstance(self.scaling, sc.LongRoPE):
+                long = _frequencies(self.scaling, self.rotary_dim, self.base, long=True)
+                self.long_turns.copy_(fixed_point_turns(long))
+                self.long_inv_freq.copy_(torch.tensor(long, dtype=torch.float32))
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        """A module cast (``.half()``, ``.double()``) keeps the tables float32: angles are never formed in 16 bits."""
+        super()._apply(fn, recurse)
+        for name in ("cos", "sin", "inv_freq", "long_inv_freq"):
+            b = getattr(self, name, None)
+            if b is not None and b.dtype != torch.float32:
+                setattr(self, name, torch.empty(b.shape, dtype=torch.float32, device=b.device))
+                self._rebuild = True
+        if getattr(self, "_rebuild", False):
+            self._rebuild = False
+            self.reset_parameters()
+        return self
+
+    # -- tables
+
+    def _float64(self, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tables for float64 input: computed in float64 on the device (which has it: x is float64)."""
+        inv = torch.tensor(_frequencies(self.scaling, self.rotary_dim, self.base), dtype=torch.float64, device=p.device)
+        n = None if self._switch is None or p.numel() == 0 else p.max() + 1
+        if isinstance(self.scaling, sc.LongRoPE) and n is not None:
+            long = torch.tensor(_frequencies(self.scaling, self.rotary_dim, self.base, long=True), dtype=torch.float64, device=p.device)
+            inv = torch.where(n > self._switch, long, inv)
+        elif n is not None:
+            inv = self._grown(inv, n)
+        angles = p.to(torch.float64)[..., None] * inv
+        return self.attention_factor * torch.cos(angles), self.attention_factor * torch.sin(angles)
+
+    def _grown(self, inv: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        """Dynamic NTK: omega_j * g**(-2j / (d - 2)), g the growth at length n (1 up to the model's length)."""
+        d, s, L = self.rotary_dim, self.scaling.factor, self._switch
+        g = torch.clamp(s * n.to(inv.dtype) / L - (s - 1), min=1.0)
+        exponent = torch.arange(0, d, 2, device=inv.device, dtype=inv.dtype) / (d - 2)
+        return inv * g ** (-exponent)
+
+    def _tables(self, p: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        if dtype == torch.float64:
+            return self._float64(p)
+        b = {name: t.to(p.device) for name, t in self.named_buffers()}  # a copy only for x on another device
+        cos, sin = cos_sin(p, b["turns"], b["inv_freq"], self.attention_factor, (b["cos"], b["sin"]))
+        if self._switch is None or p.numel() == 0:
+            return cos, sin
+        longer = p.max() + 1 > self._switch
+        if isinstance(self.scaling, sc.LongRoPE):
+            lc, ls = cos_sin(p, b["long_turns"], b["long_inv_freq"], self.attention_factor)
+        else:  # dynamic: float32 frequencies on the device, as transformers computes them
+            angles = p.to(torch.float32)[..., None] * self._grown(b["inv_freq"], p.max() + 1)
+            lc, ls = torch.cos(angles), torch.sin(angles)
+        return torch.where(longer, lc, cos), torch.where(longer, ls, sin)
+
+    def _default(self, seq: int, offset: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tables for positions ``offset .. offset + seq - 1``: a slice of the table where it holds them."""
+        end = offset + seq
+        traced = isinstance(end, torch.SymInt) or torch.compiler.is_compiling()
+        in_table = not traced and end <= self.max_len and (self._switch is None or end <= self._switch)
+        if dtype == torch.float32 and in_table and self.cos.device == device:
+            return self.cos[offset:end], self.sin[offset:end]
+        return self._tables(torch.arange(seq, device=device) + offset, dtype)
+
+    def tables(
+        self,
+        positions: Any = None,
+        *,
+        seq_len: int | None = None,
+        offset: int = 0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> RotaryTables:
+        """The tables for ``positions``: compute once per forward pass, apply in every layer.
+
+        Args:
+            positions: position ids ``(seq,)`` or ``(batch, seq)`` on the module's device, or
+                ``None`` for ``offset + arange(seq_len)``.
+            seq_len, offset: the default positions (without ``positions``).
+            device: where default positions' tables go (default: the module's device).
+            dtype: ``torch.float32`` (default) or ``torch.float64``.
+
+        Returns:
+            :class:`~posenc.rope.core.RotaryTables` ``(cos, sin, layout, rotary_dim)``,
+            ``cos``/``sin`` of shape ``(*positions.shape, rotary_dim // 2)`` (YaRN's
+            attention factor included). Apply them with :func:`apply_rotary_tables`.
+
+        Example:
+            >>> rope = RotaryEmbedding(8)
+            >>> t = rope.tables(torch.tensor([[0, 1, 2], [5, 6, 7]]))
+            >>> t.cos.shape, t.layout, t.rotary_dim
+            (torch.Size([2, 3, 4]), 'half', 8)
+        """
+        if dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+        if device is not None and not isinstance(device, (torch.device, str)) or isinstance(device, bool):
+            raise TypeError(f"device must be a torch.device or a device string such as 'cpu', got {device!r}")
+        try:
+            device = self.cos.device if device is None else torch.device(device)
+        except RuntimeError as err:
+            raise TypeError(f"device must be a torch.device or a device string such as 'cpu', got {device!r}") from err
+        if positions is None:
+            if seq_len is None:
+                raise ValueError("pass positions, or seq_len (with an optional offset) for offset + arange(seq_len)")
+            seq_len = check_int("seq_len", seq_len, minimum=0)
+            offset = check_int("offset", offset, minimum=0)
+            cos, sin = self._default(seq_len, offset, device, dtype)
+            return RotaryTables(cos.clone(), sin.clone(), self.layout, self.rotary_dim)
+        if seq_len is not None or not (isinstance(offset, int) and offset == 0):
+            raise ValueError("pass either positions, or seq_len and offset, not both")
+        p = check_rotary_positions(positions, None, 0, device)
+        check_finite_positions(p, self.check_values)
+        return RotaryTables(*self._tables(p, dtype), self.layout, self.rotary_dim)
+
+    def forward(self, x: torch.Tensor, *, positions: Any = None, offset: int | torch.Tensor = 0) -> torch.Tensor:
+        x, axis = check_rotary_input("x", x, self.seq_dim, self.head_dim)
+        offset, from_offset = rotary_offset(offset, positions, x, axis)
+        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        if positions is None and from_offset is None:
+            cos, sin = self._default(x.shape[axis], offset, x.device, dtype)
+        else:
+            p = from_offset if from_offset is not None else check_rotary_positions(positions, x, axis, x.device)
+            check_finite_positions(p, self.check_values)
+            cos, sin = self._tables(p, dtype)
+        return rotate_fast(x, cos, sin, self.layout, axis)
+
+    def extra_repr(self) -> str:
+        s = f"head_dim={self.head_dim}, base={self.base:g}, layout={self.layout!r}"
+        if self.rotary_dim != self.head_dim:
+            s += f", rotary_dim={self.rotary_dim}"
+        if self.seq_dim != -2:
+            s += f", seq_dim={self.seq_dim}"
+        return s + (f", scaling={self.scaling}" if self.scaling is not None else "")
+
+
+# ------------------------------------------------------------------------ functional
+
+
+@functools.lru_cache(maxsize=64)
+def _constants(head_dim: int, base: float, scaling: Any, rotary_dim: int) -> tuple[Any, ...]:
+    """Frequencies of a configuration as Python numbers (no numpy: traceable, cached in eager mode)."""
+    inv = _frequencies(scaling, rotary_dim, base)
+    turns = fixed_point_turns(inv).tolist()
+    long = None
+    if isinstance(scaling, sc.LongRoPE):
+        long_inv = _frequencies(scaling, rotary_dim, base, long=True)
+        long = (fixed_point_turns(long_inv).tolist(), long_inv)
+    return inv, turns, long
+
+
+def apply_rotary(
+    x: torch.Tensor,
+    positions: Any,
+    *,
+    base: float | None = None,
+    layout: str = "half",
+    scaling: Any = None,
+    rotary_dim: int | None = None,
+    seq_dim: int = -2,
+    max_position_embeddings: int | None = None,
+) -> torch.Tensor:
+    """Rotate ``x`` by ``positions`` without a module; compiles with ``torch.compile(fullgraph=True)``.
+
+    Args:
+        x: queries or keys ``(..., seq, head_dim)`` (or the sequence on ``seq_dim``).
+        positions: ``(seq,)`` or ``(batch, seq)`` positions on the device of ``x``.
+        base, layout, scaling, rotary_dim, seq_dim, max_position_embeddings: as in
+            :class:`RotaryEmbedding`.
+
+    Returns:
+        A new tensor of the shape and dtype of ``x``.
+
+    Example:
+        >>> q = torch.randn(2, 4, 8, 16)
+        >>> bool(torch.allclose(apply_rotary(q, torch.zeros(8, dtype=torch.long)), q))
+        True
+    """
+    layout = check_choice("layout", layout, LAYOUTS)
+    x, axis = check_rotary_input("x", x, check_seq_dim(seq_dim))
+    head_dim, base, width, scaling = _resolve(x.shape[-1], base, scaling, rotary_dim, None, max_position_embeddings)
+    p = check_rotary_positions(positions, x, axis, x.device)
+    check_finite_positions(p, None)
+    inv, turns, long = _constants(head_dim, base, scaling, width)
+    factor = 1.0 if scaling is None else float(scaling.attention_scaling())
+    if x.dtype == torch.float64 or isinstance(scaling, sc.Dynamic):
+        rope = RotaryEmbedding(head_dim, base=base, layout=layout, scaling=scaling, rotary_dim=width, max_len=0).to(x.device)
+        cos, sin = rope._tables(p, torch.float64 if x.dtype == torch.float64 else torch.float32)
+        return rotate_fast(x, cos, sin, layout, axis)
+    inv32 = torch.tensor(inv, dtype=torch.float32, device=x.device)
+    cos, sin = cos_sin(p, torch.tensor(turns, dtype=torch.int64, device=x.device), inv32, factor)
+    if long is not None and p.numel():
+        lc, ls = cos_sin(p, torch.tensor(long[0], dtype=torch.int64, device=x.device), torch.tensor(long[1], dtype=torch.float32, device=x.device), factor)
+        longer = p.max() + 1 > scaling.original_max_position_embeddings
+        cos, sin = torch.where(longer, lc, cos), torch.where(longer, ls, sin)
+    return rotate_fast(x, cos, sin, layout, axis)
+
+
+def apply_rotary_tables(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    tables: RotaryTables | torch.Tensor,
+    sin: torch.Tensor | None = None,
+    *,
+    layout: str | None = None,
+    rotary_dim: int | None = None,
+    seq_dim: int = -2,
+    check_values: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate queries and keys by tables (compute once per forward pass, apply in every layer).
+
+    Args:
+        q: queries ``(batch, heads, seq, head_dim)`` (or the sequence on ``seq_dim``).
+        k: keys, the same layout (their head count may differ: grouped queries).
+        tables: the :class:`~posenc.rope.core.RotaryTables` of :meth:`RotaryEmbedding.tables`
+            (or a raw ``cos`` tensor ``(..., seq, rotary_dim // 2)``, with ``sin``).
+        sin: only with a raw ``cos``.
+        layout: must equal the tables' layout if given (raw tensors: default ``"half"``).
+        rotary_dim: must equal the tables' if given; with raw tensors it lets
+            Hugging Face's full-width ``[cos | cos]`` tables be recognised and refused.
+        seq_dim: the sequence axis of ``q`` and ``k``.
+        check_values: look at the tables' values for Hugging Face's full-width format and
+            swapped cos/sin (``None``: on the CPU outside ``torch.compile``).
+
+    Returns:
+        ``(q_rotated, k_rotated)``, new tensors of the shapes and dtypes of ``q`` and ``k``.
+
+    Example:
+        >>> rope = RotaryEmbedding(16)
+        >>> pos = torch.arange(5).expand(2, 5)  # (batch, seq) position ids
+        >>> tables = rope.tables(pos)  # once per forward pass
+        >>> q, k = torch.randn(2, 4, 5, 16), torch.randn(2, 1, 5, 16)
+        >>> q_rot, k_rot = apply_rotary_tables(q, k, tables)  # in every layer
+        >>> bool(torch.equal(q_rot, rope(q, positions=pos)))
+        True
+    """
+    cos, sin, layout, ((q, q_axis), (k, k_axis)) = check_rotary_tables(
+        q, k, tables, sin, layout, rotary_dim, seq_dim, check_optional_bool("check_values", check_values)
+    )
+    return rotate_fast(q, cos.to(_work(q)), sin.to(_work(q)), layout, q_axis), rotate_fast(
+        k, cos.to(_work(k)), sin.to(_work(k)), layout, k_axis
+    )
+
+
+def _work(x: torch.Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def rotate(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str = "half", seq_dim: int = -2
+) -> torch.Tensor:
+    """Rotate ``x`` by given tables in either layout: the kernel, for other position schemes.
+
+    ``cos``/``sin``: float32 or float64 ``(seq, n)`` or ``(batch, seq, n)``; the first
+    ``2 n`` coordinates of ``x`` are rotated (pairs of ``layout``), the rest pass through.
+    Used by the 2-D and multimodal rotary embeddings, whose tables mix several position
+    axes. No value checks.
+
+    Example:
+        >>> x = torch.randn(1, 3, 8)
+        >>> bool(torch.equal(rotate(x, torch.ones(3, 4), torch.zeros(3, 4)), x))
+        True
+    """
+    cos, sin, layout, ((x, axis), _) = check_rotary_tables(x, x, cos, sin, layout, None, seq_dim, False)
+    return rotate_fast(x, cos.to(_work(x)), sin.to(_work(x)), layout, axis)
+
+
+def frequencies(head_dim: int, *, base: float | None = None, scaling: Any = None, max_position_embeddings: int | None = None, seq_len: int | None = None) -> np.ndarray:
+    """The angular frequencies of a configuration, float64 (``seq_len``: the length of a ``"dynamic"`` call)."""
+    head_dim, base, width, scaling = _resolve(head_dim, base, scaling, None, None, max_position_embeddings)
+    if seq_len is not None:
+        seq_len = check_int("seq_len", seq_len)
+        if isinstance(scaling, sc.Dynamic):
+            return np.array(scaling.frequencies(width, base, seq_len=seq_len))
+        if isinstance(scaling, sc.LongRoPE):
+            return np.array(_frequencies(scaling, width, base, long=seq_len > scaling.original_max_position_embeddings))
+    return np.array(_frequencies(scaling, width, base))
+
