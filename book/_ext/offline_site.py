@@ -14,7 +14,10 @@ their inline scripts end up twice in every page (once with ``filename=None``, on
   style);
 * ends every page's footer with links to the repository (the one place its URL is
   written is ``repository.url`` in ``_config.yml``) and to the PDF of the whole book
-  (``pdf_book.py``);
+  (``pdf_book.py``, which removes that link again where it cannot print the PDF);
+* keeps every glyph of the icon fonts that the theme's style sheet draws without an
+  ``fa-*`` class (the admonitions' title icons: without it, a note's icon showed, and
+  printed, as an empty box);
 * labels the bibliography's entries ``role="listitem"`` (docutils writes the deprecated
   ARIA role ``doc-biblioentry``, which axe-core reports);
 * keeps pages light (a chapter page transferred about 4 MB):
@@ -35,14 +38,20 @@ their inline scripts end up twice in every page (once with ``filename=None``, on
     search scripts are loaded by the search page only (the theme put them in every page
     for a search-as-you-type box that is not shown; the index grows with the book).
 
-MathJax itself is served from ``_static/mathjax`` by the ``sphinx-mathjax-offline``
-extension; the browser test in ``tests/site/test_site.py`` checks the result (formulas
+MathJax is served from ``_static/mathjax``: MathJax 4 where ``npm ci`` has installed it
+(``package.json``; its startup, TeX input, CommonHTML output, assistive MathML and the
+CommonHTML data of its default font, about 3.5 MB on disk of which a page loads what its
+formulas use), configured to break long display equations to the width of the column
+instead of cutting them on a phone, and to take its font from the site, not a CDN;
+otherwise the MathJax 3 that the ``sphinx-mathjax-offline`` extension copies (pruned as
+above), with a message saying what is lost; the browser test in ``tests/site/test_site.py`` checks the result (formulas
 rendered without error, icons drawn, page weight, axe-core).
 """
 
 from __future__ import annotations
 
 import html
+import json
 import re
 import shutil
 from pathlib import Path
@@ -53,6 +62,11 @@ logger = logging.getLogger(__name__)
 
 PDF_NAME = "posenc-book.pdf"  # written by pdf_book.py
 _STATIC = Path(__file__).resolve().parent.parent / "_static"
+# MathJax 4 (package.json, installed by `npm ci`): it breaks long display equations to the
+# width of the screen; MathJax 3 (sphinx-mathjax-offline, the fallback) cuts them.
+_NODE = Path(__file__).resolve().parents[2] / "node_modules"
+MATHJAX4 = _NODE / "mathjax"
+MATHJAX4_FONT = _NODE / "@mathjax" / "mathjax-newcm-font"
 
 # MathJax 3 components loaded by startup.js; everything else of the copied distribution
 # is removed from the built site except what these can load on demand.
@@ -69,6 +83,10 @@ _MATHJAX_KEEP = (
 )
 
 _ICON_RULE = re.compile(r'((?:\.fa-[a-z0-9-]+:(?:before|after),?)+)\{content:"((?:\\[0-9a-fA-F]+|\\.|[^"\\])*)"\}')
+# The theme's own icons, drawn by CSS from the same fonts without an fa-* class: the
+# admonitions' title icons (note: info-circle, warning: exclamation-triangle, ...), the
+# version-changed markers, the links' icons. Every glyph they name is kept.
+_PST_ICON = re.compile(r'--pst-icon-[a-z0-9-]+:\s*"((?:\\[0-9a-fA-F]+|\\.|[^"\\])*)"')
 _ICON_NAME = re.compile(r"\bfa-[a-z0-9]+(?:-[a-z0-9]+)*")
 _SEARCH_SCRIPTS = re.compile(
     r"[ \t]*<script\b[^>]*\bsrc=\"[^\"]*(?:_static/searchtools\.js|_static/language_data\.js|searchindex\.js)\"[^>]*></script>\n?"
@@ -145,13 +163,62 @@ def _footer_links(app, context) -> None:
         context["theme_extra_footer"] = (context.get("theme_extra_footer") or "") + "<p>" + " ".join(links) + "</p>"
 
 
+def mathjax4() -> tuple[Path, Path] | None:
+    """MathJax 4 and its default font as ``npm ci`` installs them (package.json), or None."""
+    try:
+        version = json.loads((MATHJAX4 / "package.json").read_text(encoding="utf-8"))["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if not version.startswith("4.") or not (MATHJAX4_FONT / "chtml.js").is_file():
+        return None
+    return MATHJAX4, MATHJAX4_FONT
+
+
 def _mathjax_components(app, pagename, templatename, context, doctree) -> None:
     # Runs before sphinx.ext.mathjax adds its two scripts to the page (priority 500).
     if app.config.mathjax_path in ("mathjax/tex-chtml.js", "mathjax/startup.js"):
         app.config.mathjax_path = "mathjax/startup.js"
         config = dict(app.config.mathjax3_config or {})
         config["loader"] = {**config.get("loader", {}), "load": list(MATHJAX_LOAD)}
+        if mathjax4() is not None:
+            # the font from the site (MathJax 4 would take it from a CDN), and long display
+            # equations broken to the width of the column (a phone) instead of cut
+            config["loader"]["paths"] = {**config["loader"].get("paths", {}), "fonts": "[mathjax]/fonts"}
+            output = dict(config.get("output", {}))
+            output.setdefault("displayOverflow", "linebreak")
+            output.setdefault("linebreaks", {"inline": True, "width": "100%"})
+            config["output"] = output
         app.config.mathjax3_config = config
+
+
+def _install_mathjax4(app) -> None:
+    """Serve MathJax 4 (from node_modules) instead of the MathJax 3 of sphinx-mathjax-offline:
+    only the components ``MATHJAX_LOAD`` names, the TeX extensions, and the font's CommonHTML
+    data (``_static/mathjax/fonts/mathjax-newcm-font``)."""
+    found = mathjax4()
+    root = Path(app.outdir) / "_static" / "mathjax"
+    if found is None:
+        logger.info("[offline_site] MathJax 4 not found in node_modules (run `npm ci`): serving "
+                    "MathJax 3, which cuts long display equations on narrow screens instead of breaking them")
+        return
+    src, font = found
+    shutil.rmtree(root, ignore_errors=True)
+    for rel in _MATHJAX_KEEP:
+        if rel.startswith("output/chtml/"):
+            continue  # MathJax 3's font layout; MathJax 4's font is copied below
+        if rel.endswith("/"):
+            shutil.copytree(src / rel, root / rel, dirs_exist_ok=True)
+        elif (src / rel).is_file():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src / rel, root / rel)
+    target = root / "fonts" / "mathjax-newcm-font"
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(font / "chtml.js", target / "chtml.js")
+    for sub in ("chtml/woff2", "chtml/dynamic"):
+        shutil.copytree(font / sub, target / sub, dirs_exist_ok=True)
+    for name in ("LICENSE",):
+        if (src / name).is_file():
+            shutil.copy2(src / name, root / name)
 
 
 def _static_path(app, config) -> None:
@@ -232,6 +299,7 @@ def _subset_icons(outdir: Path) -> None:
         return ""
 
     css = _ICON_RULE.sub(keep, css)
+    chars.update(_css_char(m.group(1)) for m in _PST_ICON.finditer(css))
     if not chars:
         return
     for font_path in fonts:
@@ -262,7 +330,10 @@ def _lighten_site(app, exc) -> None:
     if exc is not None or app.builder.format != "html":
         return
     outdir = Path(app.outdir)
-    _prune_mathjax(outdir)
+    if mathjax4() is None:
+        _prune_mathjax(outdir)
+    else:
+        _install_mathjax4(app)
     options = app.config.html_theme_options or {}
     _rewrite_pages(outdir, drop_search=not options.get("search_as_you_type", False))
     _subset_icons(outdir)
