@@ -21,10 +21,23 @@ numbers against posenc in the browser.
 
 The static figures are written to ``book/_generated/explorers/`` (ignored by git) when the
 builder starts, from the same default parameters as the live explorers.
+
+**Adding an explorer** (one registry, ``EXPLORERS``): write a function that draws its
+static figure with posenc and matplotlib into a path, register it with
+``@register("name", script="my_explorer.js")`` (the script defaults to ``explorers.js``;
+a new one goes to ``book/_static/``), and in that script call
+``window.posencExplorers.register("name", function (root) {...})``: ``explorers.js``
+(loaded first on every page with an explorer) starts each registered explorer on the
+``<div>`` the directive wrote, and offers its helpers (``slider``, ``lineChart``,
+``panel``) on ``window.posencExplorers``. Only the scripts of the explorers a page shows
+are added to it.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from docutils import nodes
@@ -33,7 +46,32 @@ from sphinx.util.docutils import SphinxDirective
 
 _BOOK = Path(__file__).resolve().parent.parent
 FIGURES = _BOOK / "_generated" / "explorers"
-NAMES = ("sinusoidal", "dot", "rope", "scaling")
+
+
+@dataclass(frozen=True)
+class Explorer:
+    """A registered explorer: its static figure's drawing function and its script."""
+
+    name: str
+    draw: Callable  # draw(path): the static figure (a PNG) at the live explorer's defaults
+    script: str = "explorers.js"
+
+
+EXPLORERS: dict[str, Explorer] = {}
+
+
+def register(name: str, script: str = "explorers.js"):
+    """Register the decorated ``draw(path)`` as the static figure of explorer ``name``."""
+
+    def deco(draw: Callable) -> Callable:
+        EXPLORERS[name] = Explorer(name, draw, script)
+        return draw
+
+    return deco
+
+
+def names() -> tuple[str, ...]:
+    return tuple(EXPLORERS)
 
 # The defaults the live explorers start from (book/_static/explorers.js).
 SINUSOIDAL = {"d": 96, "base": 10000.0, "positions": 64}
@@ -65,72 +103,186 @@ def _rotate(x, pos, freqs):
     return out
 
 
-def make_figures(outdir: Path = FIGURES) -> list[Path]:
-    """Draw the four static figures with posenc (PNG, 2x resolution)."""
+STYLE = {"font.size": 10, "axes.titlesize": 10, "savefig.dpi": 200, "figure.dpi": 100}
+
+
+def _plt():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+@register("sinusoidal")
+def draw_sinusoidal(path: Path) -> Path:
+    """The table, positions by dimensions."""
+    import posenc
+
+    plt = _plt()
+    s = SINUSOIDAL
+    pe = posenc.sinusoidal_encoding(s["positions"], s["d"], base=s["base"])
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    im = ax.imshow(pe, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    ax.set_xlabel("dimension")
+    ax.set_ylabel("position")
+    fig.colorbar(im, ax=ax, fraction=0.04)
+    return _save(fig, path)
+
+
+@register("dot")
+def draw_dot(path: Path) -> Path:
+    """The dot product against the offset."""
     import numpy as np
 
     import posenc
 
+    plt = _plt()
+    s = DOT
+    k = np.arange(-s["kmax"], s["kmax"] + 1)
+    pe = posenc.sinusoidal_encoding(s["p"] + k, s["d"], base=s["base"])
+    p0 = posenc.sinusoidal_encoding(np.array([s["p"]]), s["d"], base=s["base"])[0]
+    fig, ax = plt.subplots(figsize=(6.4, 3.0))
+    ax.plot(k, pe @ p0, color="C0")
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.set_xlabel("offset k (the key at p + k)")
+    ax.set_ylabel("PE(p) · PE(p + k)")
+    return _save(fig, path)
+
+
+@register("rope")
+def draw_rope(path: Path) -> Path:
+    """RoPE: a query and a key in the plane of pair 0, before and after a common shift."""
+    import posenc
+
+    plt = _plt()
+    s = ROPE
+    f = posenc.rotary_frequencies(len(s["q"]), base=s["base"])
+    fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2))
+    for ax, shift in zip(axes, (0, 20)):
+        q = _rotate(s["q"], s["m"] + shift, f)
+        kk = _rotate(s["k"], s["n"] + shift, f)
+        ax.add_patch(plt.Circle((0, 0), 1, fill=False, color="0.7"))
+        for v, name, c in ((q, "q", "C0"), (kk, "k", "C3")):
+            ax.annotate("", xy=(v[0], v[1]), xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": c, "lw": 2})
+            ax.text(1.12 * v[0], 1.12 * v[1], name, color=c, ha="center", va="center")
+        ax.set_xlim(-1.3, 1.3)
+        ax.set_ylim(-1.3, 1.3)
+        ax.set_aspect("equal")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(f"m = {s['m'] + shift}, n = {s['n'] + shift}: score {float(q @ kk):.4f}")
+    return _save(fig, path)
+
+
+@register("scaling")
+def draw_scaling(path: Path) -> Path:
+    """The context-extension remap."""
+    import posenc
+
+    plt = _plt()
+    s = SCALING
+    inv = posenc.rotary_frequencies(s["dim"], base=s["base"])
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for (label, spec), c in zip(scaling_specs(s["factor"], s["original"]).items(), ("C0", "C1", "C2", "C3")):
+        ax.plot(posenc.rotary_frequencies(s["dim"], base=s["base"], scaling=spec) / inv, label=label, color=c)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("pair index j (wavelength grows to the right)")
+    ax.set_ylabel("new frequency / old")
+    ax.legend(fontsize=9)
+    return _save(fig, path)
+
+
+# Chapter 6 (book/_static/explorers-ch6.js): the attention biases and RoPE's aliasing.
+BIASES = {"heads": 12, "buckets": 32, "max_distance": 128, "distance": 20}
+ALIAS = {"head_dim": 64, "base": 10000.0, "d0": 10, "pair": 2, "range": 256}
+
+
+def alias_score(head_dim: int, base: float, d0: int, distances):
+    """q·R(d)k / (|q||k|) at integer distances for the explorer's query and key: k of unit
+    norm spread evenly over the pairs (each pair (c, 0)), q = R(d0)k, so that the score
+    peaks at d = d0. Rotated by posenc (interleaved pairs), float64."""
+    import numpy as np
+    import torch
+
+    import posenc
+
+    pairs = head_dim // 2
+    k = torch.zeros(head_dim, dtype=torch.float64)
+    k[0::2] = 1 / pairs**0.5
+    pos = [int(x) for x in np.asarray(distances)] + [int(d0)]
+    x = k.expand(len(pos), head_dim)[None, None].contiguous()  # (1, 1, positions, head_dim)
+    rot = posenc.apply_rotary(x, pos, base=base, layout="interleaved")[0, 0]
+    return (rot[:-1] @ rot[-1]).numpy()
+
+
+@register("biases", script="explorers-ch6.js")
+def draw_biases(path: Path) -> Path:
+    """ALiBi's slopes per head and T5's bucket per offset (both variants)."""
+    import numpy as np
+    import torch
+
+    import posenc
+
+    plt = _plt()
+    s = BIASES
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(6.4, 3.0), gridspec_kw={"width_ratios": [1, 1.4]})
+    m = posenc.alibi_slopes(s["heads"]).double().numpy()
+    a1.bar(np.arange(1, s["heads"] + 1), m, color="C1")
+    a1.set_yscale("log", base=2)
+    a1.set_xlabel("head h")
+    a1.set_ylabel("ALiBi slope m_h")
+    a1.set_title(f"{s['heads']} heads")
+    span = int(1.25 * s["max_distance"])
+    off = torch.arange(-span, span + 1)
+    for bidi, c, label in ((True, "C0", "bidirectional"), (False, "C3", "causal")):
+        b = posenc.t5_relative_bucket(off, bidirectional=bidi, num_buckets=s["buckets"], max_distance=s["max_distance"])
+        a2.step(off.numpy(), b.numpy(), where="mid", color=c, label=label)
+    for x in (-s["distance"], s["distance"]):
+        a2.axvline(x, color="0.5", lw=0.8, ls="--")
+    a2.set_xlabel("offset j − i")
+    a2.set_ylabel("T5 bucket")
+    a2.set_title(f"{s['buckets']} buckets, max distance {s['max_distance']}")
+    a2.legend(fontsize=9)
+    return _save(fig, path)
+
+
+@register("alias", script="explorers-ch6.js")
+def draw_alias(path: Path) -> Path:
+    """RoPE's score against the distance, with pair j's alias peaks marked."""
+    import math
+
+    import numpy as np
+
+    import posenc
+
+    plt = _plt()
+    s = ALIAS
+    d = np.arange(0, s["range"] + 1)
+    w = posenc.rotary_frequencies(s["head_dim"], base=s["base"])[s["pair"]]
+    fig, ax = plt.subplots(figsize=(6.4, 3.0))
+    period = 2 * math.pi / w
+    for i, p in enumerate(s["d0"] + period * np.arange(1, int(s["range"] / period) + 1)):
+        ax.axvline(p, color="0.5", lw=0.8, ls="--", label="d₀ + 2πm/ω_j" if i == 0 else None)
+    ax.plot(d, np.cos(w * (d - s["d0"])), color="C1", lw=1, label=f"pair j = {s['pair']} alone")
+    ax.plot(d, alias_score(s["head_dim"], s["base"], s["d0"], d), color="C0", label="whole head")
+    ax.set_xlabel("distance d")
+    ax.set_ylabel("score / |q||k|")
+    ax.set_ylim(-1.05, 1.1)
+    ax.legend(fontsize=9, loc="lower right")
+    return _save(fig, path)
+
+
+def make_figures(outdir: Path = FIGURES, only: tuple[str, ...] | None = None) -> list[Path]:
+    """Draw the static figures of the registered explorers with posenc (PNG, 2x resolution)."""
+    plt = _plt()
     outdir.mkdir(parents=True, exist_ok=True)
-    style = {"font.size": 10, "axes.titlesize": 10, "savefig.dpi": 200, "figure.dpi": 100}
     paths = []
-    with plt.rc_context(style):
-        # 1. the table
-        s = SINUSOIDAL
-        pe = posenc.sinusoidal_encoding(s["positions"], s["d"], base=s["base"])
-        fig, ax = plt.subplots(figsize=(6.4, 3.4))
-        im = ax.imshow(pe, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
-        ax.set_xlabel("dimension")
-        ax.set_ylabel("position")
-        fig.colorbar(im, ax=ax, fraction=0.04)
-        paths.append(_save(fig, outdir / "sinusoidal.png"))
-
-        # 2. the dot product against the offset
-        s = DOT
-        k = np.arange(-s["kmax"], s["kmax"] + 1)
-        pe = posenc.sinusoidal_encoding(s["p"] + k, s["d"], base=s["base"])
-        p0 = posenc.sinusoidal_encoding(np.array([s["p"]]), s["d"], base=s["base"])[0]
-        fig, ax = plt.subplots(figsize=(6.4, 3.0))
-        ax.plot(k, pe @ p0, color="C0")
-        ax.axhline(0, color="0.6", lw=0.8)
-        ax.set_xlabel("offset k (the key at p + k)")
-        ax.set_ylabel("PE(p) · PE(p + k)")
-        paths.append(_save(fig, outdir / "dot.png"))
-
-        # 3. RoPE: a query and a key in the plane of pair 0, before and after a common shift
-        s = ROPE
-        f = posenc.rotary_frequencies(len(s["q"]), base=s["base"])
-        fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2))
-        for ax, shift in zip(axes, (0, 20)):
-            q = _rotate(s["q"], s["m"] + shift, f)
-            kk = _rotate(s["k"], s["n"] + shift, f)
-            ax.add_patch(plt.Circle((0, 0), 1, fill=False, color="0.7"))
-            for v, name, c in ((q, "q", "C0"), (kk, "k", "C3")):
-                ax.annotate("", xy=(v[0], v[1]), xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": c, "lw": 2})
-                ax.text(1.12 * v[0], 1.12 * v[1], name, color=c, ha="center", va="center")
-            ax.set_xlim(-1.3, 1.3)
-            ax.set_ylim(-1.3, 1.3)
-            ax.set_aspect("equal")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            ax.set_title(f"m = {s['m'] + shift}, n = {s['n'] + shift}: score {float(q @ kk):.4f}")
-        paths.append(_save(fig, outdir / "rope.png"))
-
-        # 4. the context-extension remap
-        s = SCALING
-        inv = posenc.rotary_frequencies(s["dim"], base=s["base"])
-        fig, ax = plt.subplots(figsize=(6.4, 3.2))
-        for (label, spec), c in zip(scaling_specs(s["factor"], s["original"]).items(), ("C0", "C1", "C2", "C3")):
-            ax.plot(posenc.rotary_frequencies(s["dim"], base=s["base"], scaling=spec) / inv, label=label, color=c)
-        ax.set_yscale("log", base=2)
-        ax.set_xlabel("pair index j (wavelength grows to the right)")
-        ax.set_ylabel("new frequency / old")
-        ax.legend(fontsize=9)
-        paths.append(_save(fig, outdir / "scaling.png"))
+    with plt.rc_context(STYLE):
+        for name, ex in EXPLORERS.items():
+            if only is None or name in only:
+                paths.append(ex.draw(outdir / f"{name}.png"))
     return paths
 
 
@@ -150,8 +302,8 @@ class ExplorerDirective(SphinxDirective):
 
     def run(self):
         name = self.arguments[0]
-        if name not in NAMES:
-            raise self.error(f"unknown explorer {name!r}; known: {', '.join(NAMES)}")
+        if name not in EXPLORERS:
+            raise self.error(f"unknown explorer {name!r}; known: {', '.join(EXPLORERS)}")
         # the image, relative to the source root ("/..." in Sphinx's image URIs)
         uri = "/" + (FIGURES / f"{name}.png").relative_to(Path(self.env.srcdir).resolve()).as_posix()
         image = nodes.image(uri=uri, alt=self.options.get("alt", name), candidates={"*": uri})
@@ -176,15 +328,20 @@ def _write_figures(app) -> None:
     make_figures()
 
 
+_ROOT_DIV = re.compile(r'class="posenc-explorer" data-explorer="([^"]+)"')
+
+
 def _page_assets(app, pagename, templatename, context, doctree) -> None:
     if doctree is None:
         return
-    for node in doctree.findall(nodes.raw):
-        if "posenc-explorer" in node.astext():
-            # per page, as sphinx.ext.mathjax adds its script
-            app.builder.add_css_file("explorers.css")
-            app.builder.add_js_file("explorers.js", loading_method="defer")
-            return
+    shown = [m.group(1) for node in doctree.findall(nodes.raw) for m in _ROOT_DIV.finditer(node.astext())]
+    if not shown:
+        return
+    # per page, as sphinx.ext.mathjax adds its script; explorers.js first (the registry)
+    app.builder.add_css_file("explorers.css")
+    scripts = ["explorers.js"] + sorted({EXPLORERS[n].script for n in shown if n in EXPLORERS} - {"explorers.js"})
+    for i, script in enumerate(scripts):
+        app.builder.add_js_file(script, loading_method="defer", priority=500 + i)
 
 
 def setup(app):

@@ -340,19 +340,44 @@
     draw();
   }
 
-  var EXPLORERS = { sinusoidal: sinusoidalExplorer, dot: dotExplorer, rope: ropeExplorer, scaling: scalingExplorer };
+  // ------------------------------------------------------------------ the registry
+  // Explorers in other scripts (loaded after this one, see book/_ext/explorers.py) add
+  // themselves with window.posencExplorers.register(name, make); make(root) builds the
+  // live explorer inside root (the <div class="posenc-explorer" data-explorer="name">).
+  var EXPLORERS = {};
+  var started = false;
+
+  function startAll(name) {
+    var sel = '.posenc-explorer[data-explorer' + (name ? '="' + name + '"' : "") + "]";
+    var roots = document.querySelectorAll(sel);
+    for (var i = 0; i < roots.length; i++) {
+      var make = EXPLORERS[roots[i].dataset.explorer];
+      if (make && !roots[i].classList.contains("is-live")) make(roots[i]);
+    }
+  }
+
+  function register(name, make) {
+    EXPLORERS[name] = make;
+    if (started) startAll(name);
+  }
+
+  register("sinusoidal", sinusoidalExplorer);
+  register("dot", dotExplorer);
+  register("rope", ropeExplorer);
+  register("scaling", scalingExplorer);
 
   window.posencExplorers = {
+    register: register,
+    // helpers for the explorers of other scripts
+    slider: slider, panel: panel, lineChart: lineChart, svgElement: el, fmt: fmt,
+    // the formulas (the browser test checks them against posenc)
     frequencies: frequencies, encoding: encoding, dotCurve: dotCurve, rotate: rotate,
     ropeScore: ropeScore, scaledFrequencies: scaledFrequencies, Q: Q, K: KEY,
   };
 
   function start() {
-    var roots = document.querySelectorAll(".posenc-explorer[data-explorer]");
-    for (var i = 0; i < roots.length; i++) {
-      var make = EXPLORERS[roots[i].dataset.explorer];
-      if (make && !roots[i].classList.contains("is-live")) make(roots[i]);
-    }
+    started = true;
+    startAll();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
