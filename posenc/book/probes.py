@@ -464,8 +464,12 @@ def mean_score_by_offset(
 
     if not isinstance(x, torch.Tensor) or x.ndim != 3:
         raise TypeError("x must be a (batch, seq, d_model) torch.Tensor")
+    check_module("w_q", w_q), check_module("w_k", w_k), check_tensor("x", x)  # finite
     with torch.no_grad():
-        q, k = w_q(x), w_k(x)
+        try:
+            q, k = w_q(x), w_k(x)
+        except RuntimeError as err:
+            raise ValueError(f"x of shape {tuple(x.shape)} does not fit the projections w_q, w_k: {err}") from err
         rope = RotaryEmbedding(q.shape[-1], base=base, layout="interleaved")
         s = (rope(q) @ rope(k).transpose(-2, -1) / math.sqrt(q.shape[-1])).mean(0)
         return torch.stack([s.diagonal(-off).mean() for off in range(s.shape[0])]).double()

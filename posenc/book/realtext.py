@@ -79,6 +79,8 @@ LOG2E = 1.0 / math.log(2.0)
 
 def sha256_of(path: str | Path) -> str:
     """SHA-256 of a file's bytes, as a hex string."""
+    if isinstance(path, bool) or not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or a pathlib.Path, got {type(path).__name__}")
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"path must be an existing file, got {str(path)!r}")
@@ -102,6 +104,15 @@ class CharCorpus:
     chars: tuple[str, ...]
     sha256: str
     fractions: tuple[float, float] = (0.9, 0.05)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text:
+            raise ValueError(f"text must be a non-empty str, got {type(self.text).__name__} of length {len(self.text or '')}")
+        if tuple(self.chars) != tuple(sorted(set(self.text))):
+            raise ValueError("chars must be the sorted distinct characters of text")
+        f = self.fractions
+        if not (isinstance(f, tuple) and len(f) == 2 and all(0.0 < float(v) < 1.0 for v in f) and sum(f) < 1.0):
+            raise ValueError(f"fractions must be (train, validation) in (0, 1) with a sum below 1, got {f!r}")
 
     @property
     def vocab_size(self) -> int:
@@ -167,6 +178,8 @@ def load_corpus(path: str | Path | None = None, *, name: str | None = None) -> C
             )
         path = found[0]
     else:
+        if not isinstance(path, (str, Path)):
+            raise TypeError(f"path must be a str, a pathlib.Path or None, got {type(path).__name__}")
         path = Path(path)
     digest = sha256_of(path)
     if default and digest != CORPUS_SHA256:
@@ -255,6 +268,8 @@ def random_windows(
         raise ValueError("ids must be a 1-D tensor of character ids")
     if ids.numel() < length + 2:
         raise ValueError(f"ids must hold more than length + 1 = {length + 1} characters, got {ids.numel()}")
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator (the windows are seeded), got {type(generator).__name__}")
     starts = torch.randint(0, ids.numel() - length - 1, (batch_size,), generator=generator)
     offsets = torch.arange(length + 1)
     chunk = ids[starts[:, None] + offsets]

@@ -812,7 +812,7 @@ def tuning_report(
         >>> out["median_best_step"], out["lowest"], out["highest"]
         (20.0, {'lr': 0}, {'lr': 1})
     """
-    rows = [r for r in rows if r.get("task") == task]
+    rows = [r for r in check_rows("rows", rows) if r.get("task") == task]
     search: dict[tuple, list] = {}
     for r in rows:
         if r.get("stage") == "search":

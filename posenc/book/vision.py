@@ -103,6 +103,8 @@ def upsample(images: torch.Tensor, size: int) -> torch.Tensor:
     """Resize ``(n, h, w)`` images to ``(n, size, size)`` bilinearly (``align_corners=False``)."""
     if not isinstance(images, torch.Tensor) or images.ndim != 3 or not images.is_floating_point():
         raise TypeError("images must be a floating-point tensor of shape (n, height, width)")
+    if not bool(torch.isfinite(images).all()):
+        raise ValueError("images must hold finite numbers, got NaN or infinite pixels")
     size = check_int("size", size)
     return nn.functional.interpolate(images[:, None], size=(size, size), mode="bilinear", align_corners=False)[:, 0]
 
@@ -117,6 +119,8 @@ def random_zoom(images: torch.Tensor, size: int, max_zoom: float, generator: tor
     """
     if not isinstance(images, torch.Tensor) or images.ndim != 3 or not images.is_floating_point():
         raise TypeError("images must be a floating-point tensor of shape (n, height, width)")
+    if not bool(torch.isfinite(images).all()):
+        raise ValueError("images must hold finite numbers, got NaN or infinite pixels")
     size = check_int("size", size)
     max_zoom = check_positive_float("max_zoom", max_zoom)
     if max_zoom < 1:
