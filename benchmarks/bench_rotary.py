@@ -46,7 +46,7 @@ def make_candidates(x: torch.Tensor) -> dict[str, Callable[[], torch.Tensor]]:
     seq, head_dim = x.shape[-2], x.shape[-1]
     rope_half = posenc.RotaryEmbedding(head_dim, layout="half")
     rope_inter = posenc.RotaryEmbedding(head_dim, layout="interleaved")
-    cos, sin = rope_half.tables(seq_len=seq)  # (seq, head_dim/2), float32
+    cos, sin, *_ = rope_half.tables(seq_len=seq)  # (seq, head_dim/2), float32
     cos_half, sin_half = torch.cat([cos, cos], -1)[None, None], torch.cat([sin, sin], -1)[None, None]
     cos_pair = cos.repeat_interleave(2, -1)[None, None]
     sin_pair = sin.repeat_interleave(2, -1)[None, None]

@@ -89,7 +89,7 @@ def candidates(q, k, pos, layout: str, compile_: bool) -> dict[str, Fn]:
     hf_rope = LlamaRotaryEmbedding(config).to(q.device)
     cos_hf, sin_hf = hf_rope(q, pos)  # (batch, seq, head_dim) in q's dtype, [cos | cos]
     rope = posenc.RotaryEmbedding(head_dim, layout=layout).to(q.device)
-    cos, sin = rope.tables(pos)  # (batch, seq, head_dim / 2) float32
+    cos, sin, *_ = rope.tables(pos)  # (batch, seq, head_dim / 2) float32
 
     if layout == "half":
 
@@ -144,7 +144,7 @@ def decode_step(batch: int, heads: int, head_dim: int, device: str, steps: int) 
         return rope(q, pos), rope(k, pos)
 
     def ours_tables():
-        cos, sin = rope.tables(pos)
+        cos, sin, *_ = rope.tables(pos)
         return posenc.apply_rotary_tables(q, k, cos, sin)
 
     def hf():

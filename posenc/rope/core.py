@@ -56,11 +56,16 @@ def host_tables(inv_freq: tuple[float, ...], n: int, scale: float = 1.0) -> tupl
 _LIMB = 20  # bits per limb: 3 limbs of 20 bits hold omega / 2 pi to 2**-60 turn
 
 
-def fixed_point_turns(inv_freq: tuple[float, ...]) -> torch.Tensor:
-    """``omega_j / 2 pi`` (turns per position) as integers times ``2**-60``, in three 20-bit limbs: int64 ``(3, n)``."""
+def turn_limbs(inv_freq: tuple[float, ...]) -> list[list[int]]:
+    """``omega_j / 2 pi`` (turns per position) as integers times ``2**-60``, in three 20-bit limbs (high first)."""
     turns = [round(w / (2 * math.pi) * 2.0**60) for w in inv_freq]
     mask = (1 << _LIMB) - 1
-    return torch.tensor([[(t >> (_LIMB * i)) & mask for t in turns] for i in (2, 1, 0)], dtype=torch.int64)
+    return [[(t >> (_LIMB * i)) & mask for t in turns] for i in (2, 1, 0)]
+
+
+def fixed_point_turns(inv_freq: tuple[float, ...]) -> torch.Tensor:
+    """:func:`turn_limbs` as an int64 tensor ``(3, n)``."""
+    return torch.tensor(turn_limbs(inv_freq), dtype=torch.int64)
 
 
 def cos_sin(

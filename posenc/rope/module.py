@@ -25,7 +25,7 @@ from .._checks import (
     rotary_offset,
 )
 from . import scaling as sc
-from .core import LAYOUTS, RotaryTables, cos_sin, fixed_point_turns, host_tables
+from .core import LAYOUTS, RotaryTables, cos_sin, fixed_point_turns, host_tables, inv_frequencies, turn_limbs
 from .kernels import rotate_fast
 
 
@@ -67,12 +67,49 @@ def _resolve(
 
 def _frequencies(scaling: Any, dim: int, base: float, *, long: bool = False) -> tuple[float, ...]:
     if scaling is None:
-        from .core import inv_frequencies
-
         return inv_frequencies(dim, base)
     if long:
         return scaling.frequencies(dim, base, long=True)
     return scaling.frequencies(dim, base)
+
+
+def _grown(scaling: sc.Dynamic, inv: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """Dynamic NTK on the device: ``omega_j * g**(-2j / (d - 2))``, ``g`` the growth at length ``n`` (1 up to L)."""
+    d, s, L = 2 * inv.shape[-1], scaling.factor, scaling.original_max_position_embeddings
+    g = torch.clamp(s * n.to(inv.dtype) / L - (s - 1), min=1.0)
+    return inv * g ** (-(torch.arange(0, d, 2, device=inv.device, dtype=inv.dtype) / (d - 2)))
+
+
+def _tables_at(
+    p: torch.Tensor, dtype: torch.dtype, scaling: Any, dim: int, base: float, buffers: Mapping[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin at positions ``p``; ``buffers`` (on ``p``'s device): ``turns``, ``inv_freq`` and,
+    optionally, the host table ``cos``/``sin`` and LongRoPE's ``long_turns``/``long_inv_freq``.
+
+    The only place that knows the types whose frequencies depend on the call's length.
+    """
+    factor = 1.0 if scaling is None else float(scaling.attention_scaling())
+    switch = isinstance(scaling, (sc.Dynamic, sc.LongRoPE)) and p.numel() > 0
+    longer = p.max() + 1 > scaling.original_max_position_embeddings if switch else None
+    if dtype == torch.float64:  # x is float64, so the device has float64
+        inv = torch.tensor(_frequencies(scaling, dim, base), dtype=torch.float64, device=p.device)
+        if isinstance(scaling, sc.LongRoPE) and switch:
+            long = torch.tensor(_frequencies(scaling, dim, base, long=True), dtype=torch.float64, device=p.device)
+            inv = torch.where(longer, long, inv)
+        elif switch:
+            inv = _grown(scaling, inv, p.max() + 1)
+        angles = p.to(torch.float64)[..., None] * inv
+        return factor * torch.cos(angles), factor * torch.sin(angles)
+    table = (buffers["cos"], buffers["sin"]) if "cos" in buffers else None
+    cos, sin = cos_sin(p, buffers["turns"], buffers["inv_freq"], factor, table)
+    if not switch:
+        return cos, sin
+    if isinstance(scaling, sc.LongRoPE):
+        lc, ls = cos_sin(p, buffers["long_turns"], buffers["long_inv_freq"], factor)
+    else:  # dynamic: float32 frequencies on the device, as transformers computes them
+        angles = p.to(torch.float32)[..., None] * _grown(scaling, buffers["inv_freq"], p.max() + 1)
+        lc, ls = torch.cos(angles), torch.sin(angles)
+    return torch.where(longer, lc, cos), torch.where(longer, ls, sin)
 
 
 class RotaryEmbedding(nn.Module):
@@ -159,9 +196,9 @@ class RotaryEmbedding(nn.Module):
         self.check_values = check_optional_bool("check_values", check_values)
         self.attention_factor = 1.0 if self.scaling is None else float(self.scaling.attention_scaling())
         # the length from which "dynamic" and "longrope" change their frequencies
-        self._switch = getattr(self.scaling, "original_max_position_embeddings", None)
-        if not isinstance(self.scaling, (sc.Dynamic, sc.LongRoPE)):
-            self._switch = None
+        self._switch = None
+        if isinstance(self.scaling, (sc.Dynamic, sc.LongRoPE)):
+            self._switch = self.scaling.original_max_position_embeddings
         n = self.rotary_dim // 2
         self.register_buffer("cos", torch.empty(self.max_len, n), persistent=False)
         self.register_buffer("sin", torch.empty(self.max_len, n), persistent=False)
@@ -191,51 +228,21 @@ class RotaryEmbedding(nn.Module):
     def _apply(self, fn, recurse=True):  # type: ignore[override]
         """A module cast (``.half()``, ``.double()``) keeps the tables float32: angles are never formed in 16 bits."""
         super()._apply(fn, recurse)
+        rebuild = False
         for name in ("cos", "sin", "inv_freq", "long_inv_freq"):
             b = getattr(self, name, None)
             if b is not None and b.dtype != torch.float32:
                 setattr(self, name, torch.empty(b.shape, dtype=torch.float32, device=b.device))
-                self._rebuild = True
-        if getattr(self, "_rebuild", False):
-            self._rebuild = False
+                rebuild = True
+        if rebuild:
             self.reset_parameters()
         return self
 
     # -- tables
 
-    def _float64(self, p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Tables for float64 input: computed in float64 on the device (which has it: x is float64)."""
-        inv = torch.tensor(_frequencies(self.scaling, self.rotary_dim, self.base), dtype=torch.float64, device=p.device)
-        n = None if self._switch is None or p.numel() == 0 else p.max() + 1
-        if isinstance(self.scaling, sc.LongRoPE) and n is not None:
-            long = torch.tensor(_frequencies(self.scaling, self.rotary_dim, self.base, long=True), dtype=torch.float64, device=p.device)
-            inv = torch.where(n > self._switch, long, inv)
-        elif n is not None:
-            inv = self._grown(inv, n)
-        angles = p.to(torch.float64)[..., None] * inv
-        return self.attention_factor * torch.cos(angles), self.attention_factor * torch.sin(angles)
-
-    def _grown(self, inv: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
-        """Dynamic NTK: omega_j * g**(-2j / (d - 2)), g the growth at length n (1 up to the model's length)."""
-        d, s, L = self.rotary_dim, self.scaling.factor, self._switch
-        g = torch.clamp(s * n.to(inv.dtype) / L - (s - 1), min=1.0)
-        exponent = torch.arange(0, d, 2, device=inv.device, dtype=inv.dtype) / (d - 2)
-        return inv * g ** (-exponent)
-
     def _tables(self, p: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        if dtype == torch.float64:
-            return self._float64(p)
-        b = {name: t.to(p.device) for name, t in self.named_buffers()}  # a copy only for x on another device
-        cos, sin = cos_sin(p, b["turns"], b["inv_freq"], self.attention_factor, (b["cos"], b["sin"]))
-        if self._switch is None or p.numel() == 0:
-            return cos, sin
-        longer = p.max() + 1 > self._switch
-        if isinstance(self.scaling, sc.LongRoPE):
-            lc, ls = cos_sin(p, b["long_turns"], b["long_inv_freq"], self.attention_factor)
-        else:  # dynamic: float32 frequencies on the device, as transformers computes them
-            angles = p.to(torch.float32)[..., None] * self._grown(b["inv_freq"], p.max() + 1)
-            lc, ls = torch.cos(angles), torch.sin(angles)
-        return torch.where(longer, lc, cos), torch.where(longer, ls, sin)
+        buffers = {name: t.to(p.device) for name, t in self.named_buffers()}  # a copy only for x on another device
+        return _tables_at(p, dtype, self.scaling, self.rotary_dim, self.base, buffers)
 
     def _default(self, seq: int, offset: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """Tables for positions ``offset .. offset + seq - 1``: a slice of the table where it holds them."""
@@ -324,11 +331,11 @@ class RotaryEmbedding(nn.Module):
 def _constants(head_dim: int, base: float, scaling: Any, rotary_dim: int) -> tuple[Any, ...]:
     """Frequencies of a configuration as Python numbers (no numpy: traceable, cached in eager mode)."""
     inv = _frequencies(scaling, rotary_dim, base)
-    turns = fixed_point_turns(inv).tolist()
+    turns = turn_limbs(inv)
     long = None
     if isinstance(scaling, sc.LongRoPE):
         long_inv = _frequencies(scaling, rotary_dim, base, long=True)
-        long = (fixed_point_turns(long_inv).tolist(), long_inv)
+        long = (turn_limbs(long_inv), long_inv)
     return inv, turns, long
 
 
@@ -365,17 +372,15 @@ def apply_rotary(
     p = check_rotary_positions(positions, x, axis, x.device)
     check_finite_positions(p, None)
     inv, turns, long = _constants(head_dim, base, scaling, width)
-    factor = 1.0 if scaling is None else float(scaling.attention_scaling())
-    if x.dtype == torch.float64 or isinstance(scaling, sc.Dynamic):
-        rope = RotaryEmbedding(head_dim, base=base, layout=layout, scaling=scaling, rotary_dim=width, max_len=0).to(x.device)
-        cos, sin = rope._tables(p, torch.float64 if x.dtype == torch.float64 else torch.float32)
-        return rotate_fast(x, cos, sin, layout, axis)
-    inv32 = torch.tensor(inv, dtype=torch.float32, device=x.device)
-    cos, sin = cos_sin(p, torch.tensor(turns, dtype=torch.int64, device=x.device), inv32, factor)
-    if long is not None and p.numel():
-        lc, ls = cos_sin(p, torch.tensor(long[0], dtype=torch.int64, device=x.device), torch.tensor(long[1], dtype=torch.float32, device=x.device), factor)
-        longer = p.max() + 1 > scaling.original_max_position_embeddings
-        cos, sin = torch.where(longer, lc, cos), torch.where(longer, ls, sin)
+    buffers = {
+        "turns": torch.tensor(turns, dtype=torch.int64, device=x.device),
+        "inv_freq": torch.tensor(inv, dtype=torch.float32, device=x.device),
+    }
+    if long is not None:
+        buffers["long_turns"] = torch.tensor(long[0], dtype=torch.int64, device=x.device)
+        buffers["long_inv_freq"] = torch.tensor(long[1], dtype=torch.float32, device=x.device)
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    cos, sin = _tables_at(p, dtype, scaling, width, base, buffers)
     return rotate_fast(x, cos, sin, layout, axis)
 
 
