@@ -1028,6 +1028,7 @@ EXPLORER_PAGES = {
     "scaling": "notebooks/04_rotations.html",
     "biases": "notebooks/06_alternatives.html",
     "alias": "notebooks/06_alternatives.html",
+    "multidim": "notebooks/08_multidim.html",
 }
 EXPLORERS = tuple(EXPLORER_PAGES)
 
@@ -1222,6 +1223,63 @@ def test_explorer_biases_and_alias_match_posenc(explorer_at):
                     if m != 0 and 0 <= d0 + m * period <= 2000]
             np.testing.assert_allclose(peaks, want, rtol=1e-12, atol=1e-9)
             assert np.allclose(np.cos(w[j] * (peaks - d0)), 1.0, atol=1e-9)
+    assert not problems, _fmt(problems)
+
+
+def test_explorer_multidim_matches_posenc(explorer_at):
+    """Chapter 8's explorer: the ids of its grid are posenc.mrope_position_ids (and the
+    1-D and 2-D orders), its score maps are posenc.book.vision.query_scores (axial RoPE,
+    RoPE-Mixed at a given direction, 2-D sin-cos) to 1e-12."""
+    np = pytest.importorskip("numpy")
+    import math
+
+    import posenc
+    from posenc.book.vision import query_scores
+
+    page, problems = explorer_at("multidim")
+    js = "window.posencExplorers.multidim"
+    for t, h, w, text in ((1, 3, 5, 2), (3, 2, 4, 7), (2, 8, 1, 0)):
+        want = posenc.mrope_position_ids([("text", max(text, 1)), ("video", (t, 2 * h, 2 * w))])[:, max(text, 1):]
+        want = want - max(text, 1) + text
+        got = page.evaluate(f"{js}.gridIds({t}, {h}, {w}, 'mrope', {text})")
+        assert got == want.T.tolist(), (t, h, w, text)
+        flat = page.evaluate(f"{js}.gridIds({t}, {h}, {w}, '1d', {text})")
+        assert [v[0] for v in flat] == list(range(text, text + t * h * w))
+    for scheme, (h, w), q, angle in (("rope_axial", (4, 6), (1, 2), 0.0), ("rope_mixed", (5, 7), (2, 3), math.pi / 6),
+                                     ("rope_mixed", (8, 8), (0, 7), 2.0), ("sincos_2d", (3, 8), (0, 5), 0.0)):
+        got = np.array(page.evaluate(f"{js}.scoreMap('{scheme}', {h}, {w}, {q[0]}, {q[1]}, 32, {angle})"))
+        want = query_scores(scheme, (h, w), q, angle=angle if scheme == "rope_mixed" else None)
+        np.testing.assert_allclose(got, want.ravel(), rtol=0, atol=1e-12)
+    assert not problems, _fmt(problems)
+
+
+def test_explorer_results_match_the_saved_results(explorer_at):
+    """Chapter 6's results explorer draws the saved results: its data are the mean
+    accuracy per position of experiments/results/alternatives.json, as the chapter's
+    figure of positions averages them, and every task and variant can be chosen."""
+    np = pytest.importorskip("numpy")
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import explorers as ext
+    finally:
+        sys.path.remove(str(ROOT / "book" / "_ext"))
+    page, problems = explorer_at("results")
+    root = page.locator('.posenc-explorer[data-explorer="results"]')
+    got = root.evaluate("r => window.posencExplorers.resultsData(r)")
+    want = ext.results_data()
+    assert got["schemes"] == want["schemes"] and got["train_len"] == want["train_len"]
+    for task, variants in want["curves"].items():
+        for variant, curves in variants.items():
+            for scheme, curve in curves.items():
+                a = np.array([np.nan if v is None else v for v in got["curves"][task][variant][scheme]], dtype=float)
+                b = np.array([np.nan if v is None else v for v in curve], dtype=float)
+                np.testing.assert_allclose(a, b, rtol=0, atol=1e-12, err_msg=f"{task}/{variant}/{scheme}")
+    for task in want["tasks"]:
+        for variant in ("plain", "bos"):
+            root.locator('select[name="task"]').select_option(task)
+            root.locator('select[name="variant"]').select_option(variant)
+            assert root.get_attribute("data-state") == f"{task}/{variant}"
+            assert root.locator(".explorer-live svg path.series").count() == len(want["curves"][task][variant])
     assert not problems, _fmt(problems)
 
 

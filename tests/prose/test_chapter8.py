@@ -1,0 +1,164 @@
+"""Chapter 8: the numbers and claims the chapter states, recomputed (and from the saved results)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import posenc
+from posenc import book
+from posenc.book import vision
+
+RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results" / "vision_resolution.json"
+
+
+def test_flattening_puts_vertical_neighbours_far_and_width_dependent():
+    d4, d8 = vision.adjacency_distances(4, 64), vision.adjacency_distances(8, 64)
+    for d in (d4, d8):
+        assert d["1d_vertical"] > 2 * d["1d_horizontal"]
+        assert d["2d_vertical"] == pytest.approx(d["2d_horizontal"], abs=1e-9)
+    assert round(d4["1d_vertical"], 2) != round(d8["1d_vertical"], 2)
+
+
+def test_mae_column_half_first_moco_row_half_first():
+    t = posenc.sinusoidal_encoding_2d((3, 5), 16)
+    col1 = posenc.sinusoidal_encoding(5, 8, layout="concatenated")
+    row1 = posenc.sinusoidal_encoding(3, 8, layout="concatenated")
+    for r in range(3):
+        for c in range(5):
+            np.testing.assert_allclose(t[r * 5 + c, :8], col1[c], atol=1e-15)
+            np.testing.assert_allclose(t[r * 5 + c, 8:], row1[r], atol=1e-15)
+
+
+def test_score_maps_axial_symmetric_mixed_not():
+    maps = {s: vision.query_scores(s, 9, (4, 4), seed=0) for s in ("sincos_2d", "rope_axial", "rope_mixed")}
+    assert np.allclose(maps["sincos_2d"], maps["sincos_2d"].T)
+    assert np.allclose(maps["rope_axial"], maps["rope_axial"].T)
+    assert not np.allclose(maps["rope_mixed"], maps["rope_mixed"].T, atol=1e-3)
+
+
+def test_mrope_example_sequence():
+    segments = [("text", 4), ("image", (1, 8, 12)), ("text", 5), ("video", (3, 4, 4)), ("text", 4)]
+    ids = posenc.mrope_position_ids(segments)
+    assert ids.shape == (3, 4 + 24 + 5 + 12 + 4)
+    assert ids[:, 28].tolist() == [10, 10, 10]  # text after the image: 4 + max(1, 4, 6)
+    assert int(ids[0, 28]) - int(ids[0, 4]) == 6  # md-mrope-jump: the image's larger side, 6 merged tokens
+    assert int(ids.max()) < ids.shape[1] / 2
+
+
+def test_absolute_time_ids_match_across_frame_rates():
+    def ids(n, fps):
+        return (torch.arange(n) * (2 * 2 / fps)).long().tolist()
+
+    assert ids(8, 2.0) == [0, 2, 4, 6, 8, 10, 12, 14]
+    assert ids(4, 1.0) == [0, 4, 8, 12]
+
+
+def test_interleaving_spreads_every_axis_over_the_ladder():
+    ladder = 2 * np.pi * 1e6 ** (2 * np.arange(64) / 128)
+    cont = posenc.MultimodalRotaryEmbedding(128, [16, 24, 24]).axis_of_pair().numpy()
+    inter = posenc.MultimodalRotaryEmbedding(128, [24, 20, 20], interleaved=True).axis_of_pair().numpy()
+    assert ladder[cont == 0].max() < 200  # time: fast pairs only
+    assert ladder[cont == 2].min() > 1000  # width: slow pairs only
+    for a in range(3):
+        assert ladder[inter == a].min() < 20 and ladder[inter == a].max() > 1e4
+    moved = 1 - np.mean(posenc.MultimodalRotaryEmbedding(128, [24, 20, 20]).axis_of_pair().numpy() == inter)
+    assert 0.6 < moved < 0.7  # the share of pairs that turn with another axis in a contiguous port
+
+
+def test_transformers_starts_text_inside_a_long_video():
+    pytest.importorskip("transformers")
+    segs = [("text", 3), ("video", (8, 4, 4)), ("text", 3)]
+    paper = posenc.mrope_position_ids(segs)
+    hf = vision.transformers_rope_index(segs)
+    assert paper[0, -3:].tolist() == [11, 12, 13]
+    assert hf[0, -3:].tolist() == [5, 6, 7]
+    assert set(hf[0, -3:].tolist()) <= set(paper[0, 3:-3].tolist())
+
+
+def test_decoding_offset():
+    ids = posenc.mrope_position_ids([("text", 10), ("image", (1, 28, 28)), ("text", 10)])
+    delta = int(ids.max()) + 1 - ids.shape[1]
+    assert ids.shape[1] == 216 and int(ids.max()) == 33 and delta == -182
+
+
+def test_exercise_3_wide_image():
+    for (h, w), tokens, advance in (((448, 448), 256, 16), ((448, 1344), 768, 48)):
+        e = posenc.mrope_position_ids([("text", 5), ("image", (1, h // 14, w // 14)), ("text", 5)])
+        assert e.shape[1] - 10 == tokens
+        assert int(e[0, -5] - e[0, 5]) == advance
+
+
+# ----------------------------------------------------------------------------- the saved experiment
+
+
+def _rows():
+    return book.read_results(RESULTS)["rows"]
+
+
+def test_saved_experiment_is_complete_and_follows_the_protocol():
+    saved = book.read_results(RESULTS)
+    cfg = saved["config"]
+    assert cfg["train_size"] == 16 and cfg["patch"] == 4 and cfg["eval_sizes"] == [12, 16, 20, 24, 32]
+    rows = saved["rows"]
+    assert sorted((r["scheme"], r["seed"]) for r in rows) == sorted(
+        (s, seed) for s in vision.VISION_SCHEMES for seed in range(3)
+    )
+    for r in rows:
+        assert 0 <= r["best_epoch"] < r["epochs"] <= cfg["max_epochs"]
+
+
+def _means(key_prefix="acc"):
+    rows = _rows()
+    out = {}
+    for s in vision.VISION_SCHEMES:
+        for n in (12, 16, 20, 24, 32):
+            vals = [r.get(f"{key_prefix}_{n}") for r in rows if r["scheme"] == s]
+            if all(v is not None for v in vals) and vals:
+                out[(s, n)] = float(np.mean(vals))
+    return out
+
+
+def test_reading_of_the_resolution_experiment():
+    m = _means()
+    positional = [s for s in vision.VISION_SCHEMES if s != "none"]
+    for s in positional:  # "every scheme with positions reaches 0.9 or more"
+        assert m[(s, 16)] >= 0.9 and m[(s, 16)] > m[("none", 16)] + 0.05
+    for n in (20, 24, 32):  # 1-D sin-cos near chance (0.1) at every other size
+        assert m[("sincos_1d", n)] < 0.2
+    # 2-D sin-cos: down to the position-free level at 24 px, below it at 32 px
+    assert m[("sincos_2d", 24)] < m[("none", 24)] + 0.05
+    assert m[("sincos_2d", 32)] < m[("none", 32)] - 0.1
+    # axial, mixed, learned stay far above the position-free model
+    for s in ("rope_axial", "rope_mixed", "learned_2d"):
+        for n in (24, 32):
+            assert m[(s, n)] > 0.6 and m[(s, n)] > m[("none", n)] + 0.15
+    # RoPE-Mixed at least as good as axial (within 0.03) at the larger sizes
+    for n in (20, 24, 32):
+        assert m[("rope_mixed", n)] >= m[("rope_axial", n)] - 0.03
+    # ... but with three seeds the 95% intervals of mixed and axial overlap at every size
+    from scipy import stats
+
+    rows = _rows()
+    for n in (20, 24, 32):
+        iv = {}
+        for s in ("rope_axial", "rope_mixed"):
+            v = np.array([r[f"acc_{n}"] for r in rows if r["scheme"] == s])
+            h = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
+            iv[s] = (v.mean() - h, v.mean() + h)
+        assert iv["rope_mixed"][0] < iv["rope_axial"][1] and iv["rope_axial"][0] < iv["rope_mixed"][1]
+    # the interpolated learned table at 32 px: as good as the rotary schemes or better
+    assert m[("learned_2d", 32)] >= max(m[("rope_axial", 32)], m[("rope_mixed", 32)]) - 0.03
+
+
+def test_position_interpolation_prediction_holds():
+    m, i = _means(), _means("iacc")
+    for s in ("sincos_2d", "rope_axial", "rope_mixed"):
+        gains = [i[(s, n)] - m[(s, n)] for n in (20, 24, 32)]
+        assert gains[-1] > 0.1, s  # a large recovery at 32 px
+        assert gains[0] <= gains[-1] + 0.02, s  # larger the further the plain coordinates extrapolate
+    assert i[("sincos_2d", 32)] > m[("sincos_2d", 32)] + 0.3
