@@ -313,62 +313,6 @@ def draw_multidim(path: Path) -> Path:
     return _save(fig, path)
 
 
-# Chapter 6's results (experiments/results/alternatives.json): accuracy at each position
-# of the 4x sequences, mean over the seeds' final checkpoints, per scheme.
-RESULTS = {"task": "offset_copy", "variant": "plain"}
-RESULTS_JSON = _BOOK.parent / "experiments" / "results" / "alternatives.json"
-
-
-def results_data() -> dict:
-    """Per task, variant and scheme, the mean accuracy at each position (4 decimals;
-    None where no seed scored it), as chapter 6's figure of positions draws it."""
-    import numpy as np
-
-    from posenc import book
-
-    saved = book.read_results(RESULTS_JSON)
-    final = book.training.final_rows(saved)
-    curves: dict = {}
-    for task in book.TASKS:
-        for variant in ("plain", "bos"):
-            for scheme in book.SCHEMES:
-                lists = [r["pos_4x"] for r in final
-                         if (r["task"], r["scheme"], r["variant"]) == (task, scheme, variant) and r.get("pos_4x")]
-                if not lists:
-                    continue
-                table = np.array([[np.nan if a is None else a for a in lst] for lst in lists], dtype=float)
-                empty = np.isnan(table).all(axis=0)
-                if empty.all():
-                    continue
-                with np.errstate(all="ignore"):
-                    mean = np.nanmean(np.where(empty, 0.0, table), axis=0)
-                curves.setdefault(task, {}).setdefault(variant, {})[scheme] = [
-                    None if e else round(float(v), 4) for v, e in zip(mean, empty)]
-    colors = {s: book.plotting.SCHEME_STYLES.get(s, {}).get("color") for s in book.SCHEMES}
-    return {"tasks": list(book.TASKS), "schemes": list(book.SCHEMES), "colors": colors,
-            "train_len": saved["config"]["train_len"], "chance": 1 / saved["config"]["vocab_size"],
-            "curves": curves}
-
-
-@register("results", script="explorers-ch6.js", data=results_data)
-def draw_results(path: Path) -> Path:
-    """The per-position accuracy of every scheme for the explorer's starting task."""
-    plt = _plt()
-    data = results_data()
-    s = RESULTS
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
-    for scheme, curve in data["curves"][s["task"]][s["variant"]].items():
-        y = [float("nan") if v is None else v for v in curve]
-        ax.plot(range(len(y)), y, label=scheme, color=data["colors"].get(scheme), lw=1.3)
-    ax.axvline(data["train_len"] - 0.5, color="black", lw=0.8, ls="--")
-    ax.axhline(data["chance"], color="gray", lw=0.8, ls=":")
-    ax.set_ylim(0, 1.05)
-    ax.set_xlabel("position (4x the training length; dashed: the training length)")
-    ax.set_ylabel("accuracy")
-    ax.legend(fontsize=8, ncols=4, loc="lower left")
-    return _save(fig, path)
-
-
 def make_figures(outdir: Path = FIGURES, only: tuple[str, ...] | None = None) -> list[Path]:
     """Draw the static figures of the registered explorers with posenc (PNG, 2x resolution)."""
     plt = _plt()

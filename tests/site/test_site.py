@@ -1253,36 +1253,6 @@ def test_explorer_multidim_matches_posenc(explorer_at):
     assert not problems, _fmt(problems)
 
 
-def test_explorer_results_match_the_saved_results(explorer_at):
-    """Chapter 6's results explorer draws the saved results: its data are the mean
-    accuracy per position of experiments/results/alternatives.json, as the chapter's
-    figure of positions averages them, and every task and variant can be chosen."""
-    np = pytest.importorskip("numpy")
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
-    try:
-        import explorers as ext
-    finally:
-        sys.path.remove(str(ROOT / "book" / "_ext"))
-    page, problems = explorer_at("results")
-    root = page.locator('.posenc-explorer[data-explorer="results"]')
-    got = root.evaluate("r => window.posencExplorers.resultsData(r)")
-    want = ext.results_data()
-    assert got["schemes"] == want["schemes"] and got["train_len"] == want["train_len"]
-    for task, variants in want["curves"].items():
-        for variant, curves in variants.items():
-            for scheme, curve in curves.items():
-                a = np.array([np.nan if v is None else v for v in got["curves"][task][variant][scheme]], dtype=float)
-                b = np.array([np.nan if v is None else v for v in curve], dtype=float)
-                np.testing.assert_allclose(a, b, rtol=0, atol=1e-12, err_msg=f"{task}/{variant}/{scheme}")
-    for task in want["tasks"]:
-        for variant in ("plain", "bos"):
-            root.locator('select[name="task"]').select_option(task)
-            root.locator('select[name="variant"]').select_option(variant)
-            assert root.get_attribute("data-state") == f"{task}/{variant}"
-            assert root.locator(".explorer-live svg path.series").count() == len(want["curves"][task][variant])
-    assert not problems, _fmt(problems)
-
-
 def test_icon_fonts_hold_every_icon_shown(site_dir: Path):
     """The build cuts the Font Awesome fonts down to the icons the site uses
     (book/_ext/offline_site.py): every icon named in a page still has its glyph."""
