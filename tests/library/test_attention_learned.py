@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+
+import posenc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -291,3 +293,67 @@ def test_left_padded_batch_gives_the_unpadded_result_and_no_nan():
     assert torch.equal(attn.last_weights[0, :, :2], torch.zeros(2, 2, 5, dtype=torch.float64))
     assert not out.isnan().any()
     torch.testing.assert_close(out[:, 2:], attn(attn(pe(short))))
+
+
+# ------------------------------------------------------------ one API, production-shaped attention (issue 20)
+
+
+def test_offset_and_positions_are_keyword_only_everywhere():
+    x = torch.zeros(1, 3, 8)
+    for module in (
+        posenc.SinusoidalPositionalEncoding(8, 16),
+        LearnedPositionalEmbedding(16, 8),
+        posenc.RotaryEmbedding(8),
+    ):
+        with pytest.raises(TypeError, match="positional argument"):
+            module(x, 5)
+        assert module(x, offset=5).shape == x.shape
+        assert module(x, positions=torch.arange(3)).shape == x.shape
+
+
+def test_a_tensor_offset_reads_no_value():
+    rope = posenc.RotaryEmbedding(8)
+    x = torch.randn(2, 3, 8)
+    offset = torch.tensor([0, 4])
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("item", "__bool__", "__int__", "tolist"):
+            mp.setattr(torch.Tensor, name, lambda self, *a, **k: (_ for _ in ()).throw(AssertionError(name)))
+        out = rope(x, offset=offset)
+    torch.testing.assert_close(out[1], rope(x[1:], offset=4)[0], rtol=0, atol=0)
+
+
+def test_attention_keeps_weights_only_when_asked_and_passes_positions_to_the_hook():
+    torch.manual_seed(0)
+    attn = SelfAttention(16, n_heads=2, causal=True)
+    rope = posenc.RotaryEmbedding(8)
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        attn(x)
+    assert attn.last_weights is None
+    attn(x, need_weights=True)
+    assert attn.last_weights.shape == (2, 2, 5, 5)
+    # left padding through the hook: the padded row equals the unpadded sequence
+    pos = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]])
+    mask = torch.tensor([[False, False, True, True, True], [True] * 5])[:, None, :].expand(2, 5, 5)
+    padded = attn(x, mask=mask, rotary=rope, positions=pos)
+    alone = attn(x[:1, 2:], rotary=rope)
+    torch.testing.assert_close(padded[0, 2:], alone[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="positions"):
+        attn(x, rotary=rope, positions=torch.arange(4))
+
+
+def test_attention_reset_parameters_and_dtype_mismatch():
+    attn = SelfAttention(8, n_heads=2)
+    before = attn.w_q.weight.clone()
+    attn.reset_parameters()
+    assert not torch.equal(before, attn.w_q.weight)
+    with pytest.raises(TypeError, match="dtype"):
+        attn(torch.randn(1, 3, 8, dtype=torch.float64))
+    assert attn.head_dim == 4
+
+
+def test_t5_bucket_refuses_the_int64_minimum():
+    lowest = torch.iinfo(torch.int64).min
+    with pytest.raises(ValueError, match="relative_position"):
+        posenc.t5_relative_bucket(torch.tensor([0, lowest]))
+    assert int(posenc.t5_relative_bucket(torch.tensor([lowest + 1]))) == 15
