@@ -70,7 +70,7 @@ def _key(row: dict) -> tuple:
 PARTS = {
     # part: (tasks, splits, learning rates, max steps, eval_every, patience, validation fraction)
     # tuned per split: log-uniform candidates (learning rate, sigma, bins) on a validation third, then a refit
-    "diabetes": dict(tasks=["diabetes"], splits=20, candidates=6, steps=2000, eval_every=10, patience=20,
+    "diabetes": dict(tasks=["diabetes"], splits=20, candidates=6, steps=2000, eval_every=10, patience=15,
                      validation=111, space={"lr": (3e-4, 3e-2), "sigma": (0.01, 100.0), "n_bins": (2, 64)}),
     "synthetic": dict(tasks=["sine", "chirp", "step"], splits=10, lrs=[3e-3, 1e-2], steps=3000, eval_every=25, patience=20),
     "sigma": dict(tasks=["sine", "chirp"], splits=5, lrs=[1e-2], steps=3000, eval_every=25, patience=20),
