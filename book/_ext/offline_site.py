@@ -15,6 +15,8 @@ their inline scripts end up twice in every page (once with ``filename=None``, on
 * ends every page's footer with links to the repository (the one place its URL is
   written is ``repository.url`` in ``_config.yml``) and to the PDF of the whole book
   (``pdf_book.py``, which removes that link again where it cannot print the PDF);
+* gives the print title of a numbered page (the theme prints its own h1, without the
+  number) the chapter's number, as the site's heading has it;
 * keeps every glyph of the icon fonts that the theme's style sheet draws without an
   ``fa-*`` class (the admonitions' title icons: without it, a note's icon showed, and
   printed, as an empty box);
@@ -238,6 +240,19 @@ def _prune_mathjax(outdir: Path) -> None:
             f.rmdir()
 
 
+_PRINT_TITLE = re.compile(r'(<div id="jb-print-docs-body" class="onlyprint">\s*<h1>)')
+_SECTION_NUMBER = re.compile(r'<article class="bd-article">.*?<h1>(<span class="section-number">[^<]*</span>)', re.S)
+
+
+def _number_print_title(text: str) -> str:
+    """Print (and the PDF) shows the theme's print title instead of the article's h1,
+    without the chapter's number: give it the number the h1 has."""
+    m = _SECTION_NUMBER.search(text)
+    if not m or "section-number" in text[text.find('id="jb-print-docs-body"'):][:400]:
+        return text
+    return _PRINT_TITLE.sub(lambda t: t.group(1) + m.group(1), text, count=1)
+
+
 def _rewrite_pages(outdir: Path, drop_search: bool) -> None:
     for page in outdir.rglob("*.html"):
         rel = page.relative_to(outdir)
@@ -247,6 +262,7 @@ def _rewrite_pages(outdir: Path, drop_search: bool) -> None:
         new = _FONTAWESOME_JS.sub("", text)
         new = _TOGGLE_LABEL.sub(r"\1", new)
         new = _SEARCH_LABEL.sub(r"\1", new)
+        new = _number_print_title(new)
         if drop_search and rel.as_posix() != "search.html":
             new = _SEARCH_SCRIPTS.sub("", new)
         if new != text:

@@ -3,29 +3,46 @@
 When the HTML build has finished, every page of the table of contents (front page,
 chapters, reference pages, in the order of ``_toc.yml``) is served on 127.0.0.1 and
 printed to PDF by headless Chromium (Debian's, or Playwright's own), after MathJax has
-typeset it; the pages are joined into ``_build/html/posenc-book.pdf`` with one bookmark
-per page. The print style sheet (``book/_static/posenc-site.css``) prints the solutions
-expanded, and the explorers as their static figures. Every page of the site links to the
-PDF from its footer (``offline_site.py``).
+typeset it; the pages are joined into ``_build/html/posenc-book.pdf``, which reads like
+a book:
+
+* a cover: title, authors, version and release date (``CITATION.cff``), licences, the
+  date it was printed;
+* a contents page with the page number of every document;
+* the chapters' numbers in their headings (as the site shows them) and in the bookmarks
+  (one per document);
+* a running head (the document's title) and the page number on every page after the
+  cover (an overlay printed by Chromium, merged onto each page);
+* solutions and other toggled boxes expanded, the explorers as their static figures (the
+  print style sheet, ``book/_static/posenc-site.css``).
+
+Every page of the site links to the PDF from its footer (``offline_site.py``).
 
 Nothing is fetched from the network: the browser aborts every request that is not to the
-local server. Where Playwright, Chromium or pypdf is missing, the PDF is not built and
-the build says so (an info message, not a warning, so that ``-W`` builds still pass; the
-test ``tests/site/test_pdf.py`` then skips, saying why).
+local server. Where Playwright, Chromium or pypdf is missing, the PDF is not built: the
+build says so in capitals with the reason and what to install (an info message, not a
+warning, so that ``-W`` builds still pass), removes any PDF left by an earlier build and
+takes the footer's link to the PDF out of every page; ``tests/site/test_pdf.py`` then
+skips, saying why.
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
+import html as html_lib
 import http.server
 import io
 import os
+import re
 import shutil
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sphinx.util import logging
+from sphinx.util.console import bold
 
 logger = logging.getLogger(__name__)
 
@@ -75,33 +92,162 @@ def book_pages(env) -> list[str]:
     return order
 
 
+def chapter_numbers(env, pages: list[str]) -> dict[str, str]:
+    """The number of each numbered document ("2" for chapter 2), as the site numbers it."""
+    out = {}
+    for doc in pages:
+        num = (getattr(env, "toc_secnumbers", {}).get(doc) or {}).get("")
+        if num:
+            out[doc] = ".".join(map(str, num))
+    return out
+
+
+class _NotBuilt(Exception):
+    """The PDF cannot be printed here (no Playwright, pypdf or Chromium)."""
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 - signature of the base class
         pass
 
 
-def build_pdf(outdir: Path, pages: list[str], titles: dict[str, str] | None = None) -> Path | None:
-    """Print ``pages`` (docnames) of the HTML site in ``outdir`` into one PDF; returns its path."""
+@dataclass
+class BookMeta:
+    """What the cover says."""
+
+    title: str = "Positional Encodings in Transformers"
+    authors: str = "The posenc book authors"
+    version: str = ""
+    released: str = ""
+    licence: str = "Text and figures: CC-BY-4.0. Code: MIT."
+    url: str = ""
+    printed: str = field(default_factory=lambda: datetime.date.today().isoformat())
+
+
+def book_meta(srcdir: Path, title: str = "", authors: str = "") -> BookMeta:
+    """The cover's metadata: title and authors from the book's configuration, version,
+    release date, licences and address from ``CITATION.cff``."""
+    meta = BookMeta()
+    if title:
+        meta.title = title
+    if authors:
+        meta.authors = authors
+    try:
+        import yaml
+
+        cff = yaml.safe_load((srcdir / "CITATION.cff").read_text(encoding="utf-8")) or {}
+    except Exception:  # noqa: BLE001 - no CITATION.cff: a cover without version
+        cff = {}
+    meta.version = str(cff.get("version", ""))
+    meta.released = str(cff.get("date-released", ""))
+    meta.url = str(cff.get("url", ""))
+    if cff.get("authors"):
+        meta.authors = ", ".join(a.get("name") or " ".join(filter(None, (a.get("given-names"), a.get("family-names"))))
+                                 for a in cff["authors"])
+    return meta
+
+
+_PAGE_CSS = """
+@page { size: A4; margin: 0; }
+html, body { margin: 0; padding: 0; }
+body { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; color: #222; }
+"""
+
+
+def _cover_html(meta: BookMeta) -> str:
+    e = html_lib.escape
+    version = f"Version {e(meta.version)}" + (f", released {e(meta.released)}" if meta.released else "")
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(meta.title)}</title>
+<style>{_PAGE_CSS}
+.cover {{ box-sizing: border-box; height: 296mm; padding: 60mm 25mm 25mm; display: flex; flex-direction: column; }}
+h1 {{ font-size: 30pt; line-height: 1.2; margin: 0 0 10mm; }}
+.authors {{ font-size: 15pt; margin: 0 0 30mm; }}
+.rule {{ border-top: 2pt solid #1358c4; width: 40mm; margin: 0 0 10mm; }}
+.meta {{ font-size: 11pt; line-height: 1.7; margin-top: auto; }}
+</style></head><body><div class="cover">
+<h1>{e(meta.title)}</h1><div class="rule"></div>
+<p class="authors">{e(meta.authors)}</p>
+<div class="meta"><p>{version}<br>Printed {e(meta.printed)}<br>Licence: {e(meta.licence)}<br>{e(meta.url)}</p></div>
+</div></body></html>"""
+
+
+def _toc_html(entries: list[tuple[str, str, int]]) -> str:
+    """The contents page: (number, title, page) per document, page numbers at the right."""
+    e = html_lib.escape
+    rows = "".join(
+        f'<li class="{"chapter" if num else "other"}"><span class="num">{e(num)}</span>'
+        f'<span class="title">{e(title)}</span><span class="dots"></span><span class="page">{page}</span></li>'
+        for num, title, page in entries
+    )
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Contents</title>
+<style>{_PAGE_CSS}
+.toc {{ padding: 30mm 25mm 20mm; }}
+h1 {{ font-size: 22pt; margin: 0 0 12mm; }}
+ol {{ list-style: none; padding: 0; margin: 0; font-size: 12pt; }}
+li {{ display: flex; align-items: baseline; margin: 0 0 4mm; break-inside: avoid; }}
+li.chapter {{ font-weight: bold; }}
+.num {{ min-width: 9mm; }}
+.dots {{ flex: 1; border-bottom: 1pt dotted #888; margin: 0 2mm; }}
+.page {{ min-width: 8mm; text-align: right; font-variant-numeric: tabular-nums; }}
+</style></head><body><div class="toc"><h1>Contents</h1><ol>{rows}</ol></div></body></html>"""
+
+
+def _running_html(heads: list[str], first_number: int) -> str:
+    """One page per page of the book from ``first_number`` on: the running head (the
+    document's title) at the top, the page number at the bottom, in the margins."""
+    e = html_lib.escape
+    pages = "".join(
+        f'<div class="p"><div class="head">{e(h)}</div><div class="foot">{first_number + i}</div></div>'
+        for i, h in enumerate(heads)
+    )
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>running heads</title>
+<style>{_PAGE_CSS}
+html, body {{ background: transparent; }}
+.p {{ position: relative; height: 296mm; overflow: hidden; break-after: page; }}
+.p:last-child {{ break-after: auto; }}
+.head, .foot {{ position: absolute; left: 14mm; right: 14mm; font-size: 8.5pt; color: #555; }}
+.head {{ top: 7mm; text-align: right; }}
+.foot {{ bottom: 7mm; text-align: center; }}
+</style></head><body>{pages}</body></html>"""
+
+
+def _print_html(page, content: str, reader_cls, margin: str = "0") -> "object":
+    page.set_content(content, wait_until="load")
+    page.evaluate("() => document.fonts.ready.then(() => true)")
+    data = page.pdf(format="A4", print_background=False,
+                    margin={"top": margin, "bottom": margin, "left": margin, "right": margin})
+    return reader_cls(io.BytesIO(data))
+
+
+def build_pdf(outdir: Path, pages: list[str], titles: dict[str, str] | None = None,
+              numbers: dict[str, str] | None = None, meta: BookMeta | None = None) -> Path | None:
+    """Print ``pages`` (docnames) of the HTML site in ``outdir`` into one PDF; returns its path.
+
+    The book opens with a cover (``meta``) and a contents page with page numbers; every
+    page after the cover carries a running head (its document's title) and its page
+    number; the chapters' titles and bookmarks carry their numbers (``numbers``: docname
+    to "2", as in the site's navigation).
+    """
     try:
         from playwright.sync_api import sync_playwright
         from pypdf import PdfReader, PdfWriter
     except ImportError as err:
-        logger.info(f"[pdf] not built: {err.name} is not installed")
-        return None
+        raise _NotBuilt(f"{err.name} is not installed") from None
+    meta = meta or BookMeta()
+    numbers = numbers or {}
     chromium = _chromium()
     handler = functools.partial(_Quiet, directory=str(outdir))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
-    writer = PdfWriter()
+    parts: list[tuple[str, str, object]] = []  # (docname, label, its pages)
     t0 = time.time()
     try:
         with sync_playwright() as pw:
             try:
                 browser = pw.chromium.launch(executable_path=chromium, args=_CHROMIUM_ARGS)
             except Exception as err:  # noqa: BLE001 - no browser: no PDF, said plainly
-                logger.info(f"[pdf] not built: Chromium cannot be started ({str(err).splitlines()[0]})")
-                return None
+                raise _NotBuilt(f"Chromium cannot be started ({str(err).splitlines()[0]})") from None
             try:
                 context = browser.new_context(color_scheme="light", service_workers="block")
                 context.add_init_script("try { localStorage.setItem('mode', 'light'); } catch (e) {}")
@@ -119,30 +265,95 @@ def build_pdf(outdir: Path, pages: list[str], titles: dict[str, str] | None = No
                         print_background=True,
                         margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"},
                     )
-                    start = len(writer.pages)
-                    writer.append(PdfReader(io.BytesIO(data)))
                     label = (titles or {}).get(doc) or title.split(" \u2014 ")[0].split(" - ")[0]
-                    writer.add_outline_item(label, start)
+                    parts.append((doc, label, PdfReader(io.BytesIO(data))))
+                # front matter: the cover, then the contents (printed again if its own
+                # length moves the page numbers)
+                cover = _print_html(page, _cover_html(meta), PdfReader)
+                n_toc, toc = 1, None
+                for _ in range(3):
+                    first = len(cover.pages) + n_toc + 1
+                    entries, at = [], first
+                    for doc, label, reader in parts:
+                        entries.append((numbers.get(doc, ""), label, at))
+                        at += len(reader.pages)
+                    toc = _print_html(page, _toc_html(entries), PdfReader)
+                    if len(toc.pages) == n_toc:
+                        break
+                    n_toc = len(toc.pages)
+                heads = ["Contents"] * len(toc.pages)
+                for doc, label, reader in parts:
+                    head = f"{numbers[doc]}. {label}" if numbers.get(doc) else label
+                    heads += [head] * len(reader.pages)
+                running = _print_html(page, _running_html(heads, len(cover.pages) + 1), PdfReader)
             finally:
                 browser.close()
     finally:
         server.shutdown()
         server.server_close()
-    writer.add_metadata({"/Title": "Positional Encodings in Transformers", "/Author": "The posenc book authors"})
+    writer = PdfWriter()
+    writer.append(cover)
+    writer.append(toc)
+    writer.add_outline_item("Contents", len(cover.pages))
+    for doc, label, reader in parts:
+        start = len(writer.pages)
+        writer.append(reader)
+        writer.add_outline_item(f"{numbers[doc]}. {label}" if numbers.get(doc) else label, start)
+    if len(running.pages) != len(writer.pages) - len(cover.pages):
+        raise RuntimeError(f"running heads: {len(running.pages)} pages for {len(writer.pages) - len(cover.pages)}")
+    for i, over in enumerate(running.pages):
+        writer.pages[len(cover.pages) + i].merge_page(over)
+    writer.add_metadata({"/Title": meta.title, "/Author": meta.authors,
+                         "/Subject": f"Version {meta.version}" if meta.version else meta.title})
     target = outdir / PDF_NAME
     with open(target, "wb") as fh:
         writer.write(fh)
-    logger.info(f"[pdf] {target.name}: {len(writer.pages)} pages from {len(pages)} documents in {time.time() - t0:.0f} s")
+    logger.info(f"[pdf] {target.name}: {len(writer.pages)} pages (cover, {len(toc.pages)} of contents, "
+                f"{len(pages)} documents) in {time.time() - t0:.0f} s")
     return target
+
+
+_PDF_LINK = re.compile(r'\s*The whole book as a <a class="posenc-pdf-link" href="[^"]*">PDF</a>\.')
+
+
+def _drop_pdf_links(outdir: Path) -> int:
+    """Remove the footer's link to the PDF from every page (no PDF was built)."""
+    n = 0
+    for page in outdir.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        new = _PDF_LINK.sub("", text)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+            n += 1
+    return n
+
+
+def _not_built(outdir: Path, why: str) -> None:
+    """Say plainly that there is no PDF, and take its link out of the pages."""
+    stale = outdir / PDF_NAME
+    stale.unlink(missing_ok=True)  # a PDF left by an earlier build would not match the site
+    n = _drop_pdf_links(outdir)
+    logger.info(bold(f"[pdf] THE PDF WAS NOT BUILT: {why}. ") + f"The footers of {n} pages no longer link to it. "
+                "To print it, install Chromium (Debian/Ubuntu: apt-get install chromium, or: "
+                "playwright install chromium) and build again.")
 
 
 def _build_finished(app, exc) -> None:
     if exc is not None or app.builder.name != "html":
         return
     env = app.env
-    pages = [d for d in book_pages(env) if (Path(app.outdir) / f"{d}.html").is_file()]
+    outdir = Path(app.outdir)
+    pages = [d for d in book_pages(env) if (outdir / f"{d}.html").is_file()]
     titles = {d: env.titles[d].astext() for d in pages if d in env.titles}
-    build_pdf(Path(app.outdir), pages, titles)
+    numbers = chapter_numbers(env, pages)
+    meta = book_meta(Path(app.srcdir), app.config.html_title or app.config.project, app.config.author)
+    try:
+        target = build_pdf(outdir, pages, titles, numbers, meta)
+    except _NotBuilt as err:
+        _not_built(outdir, str(err))
+        return
+    if target is None:
+        _not_built(outdir, "see the message above")
 
 
 def setup(app):

@@ -1,7 +1,16 @@
 """The PDF of the whole book (``_build/html/posenc-book.pdf``, printed offline by
 Chromium at the end of the book build, see ``book/_ext/pdf_book.py``): it was built, and
-it holds every page's title (every chapter's included), every numbered figure's caption
-and at least as many images as the pages show.
+it reads like a book:
+
+* a cover (page 1): title, authors, version, licence, date;
+* a contents page listing every document with the page it starts on (the bookmarks'
+  pages);
+* the chapters' numbers in their bookmarks and in their printed headings;
+* a page number printed on every page after the cover (the page's own number);
+* no missing glyph: no replacement character, every icon drawn with an icon font (the
+  note admonition's icon once printed as an empty box);
+* every page's title (every chapter's included), every numbered figure's caption, every
+  solution's text (solutions expanded) and at least as many images as the pages show.
 
 It checks the site that ``tests/site/test_site.py`` checks (same fixture), and skips,
 saying why, where the PDF could not be built: no Chromium, Playwright or pypdf.
@@ -72,6 +81,26 @@ def pdf(site_dir: Path):  # noqa: F811 - the fixture imported above
     return reader, _squash("\n".join(texts))
 
 
+def _doc_outline(reader) -> list:
+    """The bookmarks of the documents (the front matter's "Contents" left out)."""
+    return [o for o in reader.outline if not isinstance(o, list) and o.title != "Contents"]
+
+
+def _doc_bookmarks(reader) -> list[str]:
+    return [o.title for o in _doc_outline(reader)]
+
+
+def _unnumbered(title: str) -> str:
+    return re.sub(r"^\d+(\.\d+)*\.\s+", "", title)
+
+
+def _number(page: Path) -> str:
+    """The chapter number the site gives the page ("2"), or ""."""
+    h1 = re.search(r"<h1[^>]*>(.*?)</h1>", _article(page), re.S)
+    m = re.search(r'<span class="section-number">\s*([0-9.]+?)\.?\s*</span>', h1.group(1) if h1 else "")
+    return m.group(1) if m else ""
+
+
 def _title(page: Path) -> str:
     """The page's title as printed (the PDF prints the h1 without its section number)."""
     h1 = re.search(r"<h1[^>]*>(.*?)</h1>", _article(page), re.S)
@@ -87,8 +116,8 @@ def test_pdf_holds_every_page_title(pdf, site_dir: Path):  # noqa: F811
     assert len(chapters) >= 6, [p.name for p in pages]
     missing = [f"{p.relative_to(site_dir)}: {_title(p)!r}" for p in pages if _squash(_title(p)) not in text]
     assert not missing, "titles missing from the PDF:\n" + "\n".join(missing)
-    bookmarks = [o.title for o in reader.outline if not isinstance(o, list)]
-    assert [_squash(b) for b in bookmarks] == [_squash(_title(p)) for p in pages], bookmarks
+    bookmarks = _doc_bookmarks(reader)
+    assert [_squash(_unnumbered(b)) for b in bookmarks] == [_squash(_title(p)) for p in pages], bookmarks
     print(f"\nPDF: {len(reader.pages)} pages, {len(pages)} documents")
 
 
@@ -97,7 +126,7 @@ def test_pdf_holds_every_figure(pdf, site_dir: Path):  # noqa: F811
     holds at least as many images as the page shows distinct ones."""
     reader, text = pdf
     pages = _toc_pages(site_dir)
-    starts = [reader.get_destination_page_number(o) for o in reader.outline if not isinstance(o, list)]
+    starts = [reader.get_destination_page_number(o) for o in _doc_outline(reader)]
     assert len(starts) == len(pages), "one bookmark per document expected"
     ends = starts[1:] + [len(reader.pages)]
     captions, short = [], []
@@ -112,3 +141,143 @@ def test_pdf_holds_every_figure(pdf, site_dir: Path):  # noqa: F811
     missing = [c for c in captions if _squash(c) not in text]
     assert not missing, f"figure captions missing from the PDF: {missing}"
     assert not short, "\n".join(short)
+
+
+def _page_texts(reader) -> list[str]:
+    return [page.extract_text() or "" for page in reader.pages]
+
+
+def test_pdf_cover(pdf):
+    """Page 1 is a cover: the title, the authors, the version, the licence and a date."""
+    reader, _ = pdf
+    cover = reader.pages[0].extract_text() or ""
+    flat = " ".join(cover.split())
+    assert "Positional Encodings in Transformers" in flat, flat
+    assert "The posenc book authors" in flat, flat
+    assert re.search(r"Version \d+\.\d+\.\d+", flat), flat
+    assert "CC-BY-4.0" in flat and "MIT" in flat, flat
+    assert re.search(r"\d{4}-\d{2}-\d{2}", flat), flat
+    assert len(reader.pages[0].images) == 0 and len(cover) < 600, "the cover holds more than the cover"
+
+
+def test_pdf_contents_with_page_numbers(pdf, site_dir: Path):  # noqa: F811
+    """The contents page lists every document, each with the page its bookmark points to
+    (1-based, as printed at the foot of that page)."""
+    reader, _ = pdf
+    outline = _doc_outline(reader)
+    contents = [o for o in reader.outline if not isinstance(o, list) and o.title == "Contents"]
+    assert contents, "no Contents bookmark"
+    first = reader.get_destination_page_number(contents[0])
+    last = reader.get_destination_page_number(outline[0])
+    toc = _squash(" ".join((reader.pages[i].extract_text() or "") for i in range(first, last)))
+    assert toc.startswith(_squash("Contents")), toc[:200]
+    missing = []
+    for o in outline:
+        entry = _squash(_unnumbered(o.title)) + str(reader.get_destination_page_number(o) + 1)
+        if entry not in toc:
+            missing.append(f"{o.title} ... {reader.get_destination_page_number(o) + 1}")
+    assert not missing, "contents entries missing or with the wrong page:\n" + "\n".join(missing)
+
+
+def test_pdf_chapter_numbers(pdf, site_dir: Path):  # noqa: F811
+    """Every chapter's bookmark starts with its number, as the site numbers it, and so
+    does its printed heading (the first page of the chapter)."""
+    reader, _ = pdf
+    pages = _toc_pages(site_dir)
+    numbered = [(p, _number(p)) for p in pages if _number(p)]
+    assert len(numbered) >= 6, [p.name for p in pages]
+    outline = _doc_outline(reader)
+    problems = []
+    for (page, num), o in zip(((p, _number(p)) for p in pages), outline):
+        if not num:
+            continue
+        if not o.title.startswith(f"{num}. "):
+            problems.append(f"bookmark {o.title!r}: no chapter number {num}")
+        first = _squash(reader.pages[reader.get_destination_page_number(o)].extract_text() or "")
+        # the running head says "2. Title" too: the heading makes it a second time
+        if first.count(_squash(f"{num}. {_title(page)}")) < 2:
+            problems.append(f"{page.name}: the heading on its first page has no number {num}: {first[:120]!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_pdf_page_numbers(pdf):
+    """Every page after the cover prints its own page number (alone on its line)."""
+    reader, _ = pdf
+    missing = []
+    for i, page in enumerate(reader.pages[1:], start=2):
+        lines = [ln.strip() for ln in (page.extract_text() or "").splitlines()]
+        if str(i) not in lines:
+            missing.append(i)
+    assert not missing, f"{len(missing)} pages without their number, e.g. {missing[:10]}"
+
+
+def test_pdf_no_missing_glyph(pdf):
+    """No replacement character, and every icon (Font Awesome's private-use characters:
+    the admonitions' title icons) drawn with an icon font, not a fallback that prints a box."""
+    reader, text = pdf
+    assert "\ufffd" not in text, "a replacement character (a glyph that could not be mapped)"
+    wrong: list[str] = []
+    icons = 0
+    for number, page in enumerate(reader.pages, start=1):
+        def visit(t, cm, tm, font, size, _n=number):
+            nonlocal icons
+            pua = [c for c in t if 0xE000 <= ord(c) <= 0xF8FF]
+            if not pua:
+                return
+            icons += len(pua)
+            name = str((font or {}).get("/BaseFont", "")) if font is not None else ""
+            if not re.search(r"awesome|fa-|brands|solid", name, re.I):
+                wrong.append(f"page {_n}: {[hex(ord(c)) for c in pua]} drawn with {name or 'no font'}")
+
+        page.extract_text(visitor_text=visit)
+    print(f"\nicons printed: {icons}")
+    assert not wrong, "icons drawn without their icon font (printed as boxes):\n" + "\n".join(wrong[:20])
+
+
+def test_pdf_solutions_expanded(pdf, site_dir: Path):  # noqa: F811
+    """Every solution of the chapters is printed expanded: its text is in the PDF."""
+    _, text = pdf
+    missing, n = [], 0
+    for page in _toc_pages(site_dir):
+        art = _article(page)
+        for m in re.finditer(r'<div class="solution[^"]*"[^>]*>(.*?)</section>\s*</div>', art, re.S):
+            body = re.split(r'</p>\s*</div>', m.group(1), maxsplit=1)[-1]  # after the title
+            para = re.search(r"<p>(.*?)</p>", body, re.S)
+            if not para:
+                continue
+            # the longest run of text between formulas (MathJax prints those its own way)
+            chunks = re.split(r"\\\(.*?\\\)|\\\[.*?\\\]|\$.*?\$", html_lib.unescape(_strip(para.group(1))), flags=re.S)
+            words = max((c.split() for c in chunks), key=len)[:10]
+            if len(words) < 3:
+                continue
+            n += 1
+            if _squash(" ".join(words)) not in text:
+                missing.append(f"{page.name}: {' '.join(words)!r}")
+    assert n > 0, "no solution found in the site"
+    assert not missing, f"{len(missing)} of {n} solutions not printed:\n" + "\n".join(missing[:20])
+
+
+def test_without_chromium_no_pdf_and_no_link(tmp_path: Path, caplog):
+    """Where the PDF cannot be printed, the build says so plainly, removes a PDF left by
+    an earlier build, and no page's footer links to a PDF (no browser needed)."""
+    import logging
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "book" / "_ext"))
+    try:
+        import pdf_book
+    finally:
+        sys.path.pop(0)
+    page = tmp_path / "notebooks" / "a.html"
+    page.parent.mkdir()
+    footer = ('<p>Source: <a href="https://example.org/repo">the repository</a>. The whole book as a '
+              '<a class="posenc-pdf-link" href="../posenc-book.pdf">PDF</a>.</p>')
+    page.write_text(f"<html><body><footer>{footer}</footer></body></html>", encoding="utf-8")
+    (tmp_path / PDF_NAME).write_bytes(b"%PDF-1.4 stale")
+    with caplog.at_level(logging.INFO):
+        pdf_book._not_built(tmp_path, "Chromium cannot be started (test)")
+    text = page.read_text(encoding="utf-8")
+    assert "posenc-pdf-link" not in text and "the repository</a>.</p>" in text, text
+    assert not (tmp_path / PDF_NAME).exists(), "a stale PDF was left behind"
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "THE PDF WAS NOT BUILT" in said and "Chromium" in said, said
