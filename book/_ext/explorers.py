@@ -35,6 +35,7 @@ are added to it.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,16 +56,19 @@ class Explorer:
     name: str
     draw: Callable  # draw(path): the static figure (a PNG) at the live explorer's defaults
     script: str = "explorers.js"
+    data: Callable | None = None  # data(): JSON-able, embedded in the page for the script
 
 
 EXPLORERS: dict[str, Explorer] = {}
 
 
-def register(name: str, script: str = "explorers.js"):
-    """Register the decorated ``draw(path)`` as the static figure of explorer ``name``."""
+def register(name: str, script: str = "explorers.js", data: Callable | None = None):
+    """Register the decorated ``draw(path)`` as the static figure of explorer ``name``;
+    ``data()``, if given, returns what the script needs (JSON), embedded in the page as
+    ``<script type="application/json" class="explorer-data">`` inside the explorer."""
 
     def deco(draw: Callable) -> Callable:
-        EXPLORERS[name] = Explorer(name, draw, script)
+        EXPLORERS[name] = Explorer(name, draw, script, data)
         return draw
 
     return deco
@@ -313,6 +317,62 @@ def draw_multidim(path: Path) -> Path:
     return _save(fig, path)
 
 
+# Chapter 6's results (experiments/results/alternatives.json): accuracy at each position
+# of the 4x sequences, mean over the seeds' final checkpoints, per scheme.
+RESULTS = {"task": "offset_copy", "variant": "plain"}
+RESULTS_JSON = _BOOK.parent / "experiments" / "results" / "alternatives.json"
+
+
+def results_data() -> dict:
+    """Per task, variant and scheme, the mean accuracy at each position (4 decimals;
+    None where no seed scored it), as chapter 6's figure of positions draws it."""
+    import numpy as np
+
+    from posenc import book
+
+    saved = book.read_results(RESULTS_JSON)
+    final = book.training.final_rows(saved)
+    curves: dict = {}
+    for task in book.TASKS:
+        for variant in ("plain", "bos"):
+            for scheme in book.SCHEMES:
+                lists = [r["pos_4x"] for r in final
+                         if (r["task"], r["scheme"], r["variant"]) == (task, scheme, variant) and r.get("pos_4x")]
+                if not lists:
+                    continue
+                table = np.array([[np.nan if a is None else a for a in lst] for lst in lists], dtype=float)
+                empty = np.isnan(table).all(axis=0)
+                if empty.all():
+                    continue
+                with np.errstate(all="ignore"):
+                    mean = np.nanmean(np.where(empty, 0.0, table), axis=0)
+                curves.setdefault(task, {}).setdefault(variant, {})[scheme] = [
+                    None if e else round(float(v), 4) for v, e in zip(mean, empty)]
+    colors = {s: book.plotting.SCHEME_STYLES.get(s, {}).get("color") for s in book.SCHEMES}
+    return {"tasks": list(book.TASKS), "schemes": list(book.SCHEMES), "colors": colors,
+            "train_len": saved["config"]["train_len"], "chance": 1 / saved["config"]["vocab_size"],
+            "curves": curves}
+
+
+@register("results", script="explorers-ch6.js", data=results_data)
+def draw_results(path: Path) -> Path:
+    """The per-position accuracy of every scheme for the explorer's starting task."""
+    plt = _plt()
+    data = results_data()
+    s = RESULTS
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for scheme, curve in data["curves"][s["task"]][s["variant"]].items():
+        y = [float("nan") if v is None else v for v in curve]
+        ax.plot(range(len(y)), y, label=scheme, color=data["colors"].get(scheme), lw=1.3)
+    ax.axvline(data["train_len"] - 0.5, color="black", lw=0.8, ls="--")
+    ax.axhline(data["chance"], color="gray", lw=0.8, ls=":")
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("position (4x the training length; dashed: the training length)")
+    ax.set_ylabel("accuracy")
+    ax.legend(fontsize=8, ncols=4, loc="lower left")
+    return _save(fig, path)
+
+
 def make_figures(outdir: Path = FIGURES, only: tuple[str, ...] | None = None) -> list[Path]:
     """Draw the static figures of the registered explorers with posenc (PNG, 2x resolution)."""
     plt = _plt()
@@ -359,7 +419,11 @@ class ExplorerDirective(SphinxDirective):
             self.add_name(figure)
         self.set_source_info(figure)
         open_ = nodes.raw("", f'<div class="posenc-explorer" data-explorer="{name}">', format="html")
-        close = nodes.raw("", "</div>", format="html")
+        close = "</div>"
+        if EXPLORERS[name].data is not None:
+            payload = json.dumps(EXPLORERS[name].data(), separators=(",", ":")).replace("</", "<\\/")
+            close = f'<script type="application/json" class="explorer-data">{payload}</script></div>'
+        close = nodes.raw("", close, format="html")
         return [open_, figure, close]
 
 

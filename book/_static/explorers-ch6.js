@@ -3,7 +3,9 @@
  * - "biases": ALiBi's slope per head and T5's bucket per offset, with sliders for the
  *   number of heads, the number of buckets, T5's max distance and one distance;
  * - "alias": RoPE's score q.R(d)k against the distance d for a chosen head width and
- *   base, with the peaks at d0 + 2*pi*m/omega_j where pair j alone cannot tell d from d0.
+ *   base, with the peaks at d0 + 2*pi*m/omega_j where pair j alone cannot tell d from d0;
+ * - "results": the experiment's accuracy at each position of the 4x sequences, one line
+ *   per scheme, with selectors for the task and the variant (data embedded in the page).
  *
  * Registered with explorers.js (loaded first, see book/_ext/explorers.py), which puts
  * each into the <div> the `explorer` directive wrote around its static figure. The
@@ -258,7 +260,102 @@
     draw();
   }
 
+  // ------------------------------------------------------------------ 3. the results
+  // Accuracy at each position of the 4x sequences (mean over the seeds), one line per
+  // scheme, from the saved results embedded in the page by book/_ext/explorers.py.
+  function select(box, name, label, options, value) {
+    var row = document.createElement("div");
+    row.className = "explorer-control";
+    var id = "explorer-" + name + "-" + Math.random().toString(36).slice(2, 8);
+    var lab = document.createElement("label");
+    lab.setAttribute("for", id);
+    lab.textContent = label;
+    var sel = document.createElement("select");
+    sel.id = id; sel.name = name;
+    options.forEach(function (o) {
+      var opt = document.createElement("option");
+      opt.value = o[0]; opt.textContent = o[1];
+      if (o[0] === value) opt.selected = true;
+      sel.appendChild(opt);
+    });
+    var spacer = document.createElement("span");
+    row.appendChild(lab); row.appendChild(sel); row.appendChild(spacer);
+    box.appendChild(row);
+    return sel;
+  }
+
+  function resultsData(root) {
+    var holder = root.querySelector("script.explorer-data");
+    return holder ? JSON.parse(holder.textContent) : null;
+  }
+
+  function resultsExplorer(root) {
+    var data = resultsData(root);
+    if (!data) return;
+    var ui = X.panel(root);
+    var task = select(ui.controls, "task", "task", data.tasks.map(function (t) { return [t, t.replace(/_/g, " ")]; }), data.tasks[0]);
+    var variant = select(ui.controls, "variant", "variant", [["plain", "plain"], ["bos", "with a BOS token"]], "plain");
+    var svg = el("svg", { role: "img", class: "explorer-chart" });
+    ui.live.appendChild(svg);
+    var legend = document.createElement("ul");
+    legend.className = "explorer-legend";
+    ui.live.appendChild(legend);
+    ui.live.appendChild(ui.note);
+
+    function draw() {
+      var curves = (data.curves[task.value] || {})[variant.value] || {};
+      var names = data.schemes.filter(function (s) { return curves[s]; });
+      var n = names.length ? curves[names[0]].length : 64;
+      var box = { W: 640, H: 300, L: 62, R: 12, T: 12, B: 42 };
+      clear(svg, box.W, box.H);
+      var a = axes(svg, box, [0, n - 1], [0, 1.05], {
+        xlabel: "position (dashed: the training length, " + data.train_len + ")", ylabel: "accuracy",
+        xticks: ticks(0, n - 1, 6), yticks: [0, 0.25, 0.5, 0.75, 1],
+      });
+      el("line", { x1: a.X(data.train_len - 0.5), y1: box.T, x2: a.X(data.train_len - 0.5), y2: box.H - box.B, class: "marker" }, svg);
+      el("line", { x1: box.L, y1: a.Y(data.chance), x2: box.W - box.R, y2: a.Y(data.chance), class: "grid" }, svg);
+      while (legend.firstChild) legend.removeChild(legend.firstChild);
+      var beyond = [];
+      names.forEach(function (sch) {
+        var d = "", pen = false;
+        curves[sch].forEach(function (v, i) {
+          if (v === null) { pen = false; return; }
+          d += (pen ? "L" : "M") + a.X(i).toFixed(1) + " " + a.Y(v).toFixed(1);
+          pen = true;
+        });
+        var path = el("path", { d: d, class: "series" }, svg);
+        path.style.stroke = data.colors[sch] || "currentColor";
+        path.style.strokeWidth = "1.6";
+        var li = document.createElement("li");
+        var sw = document.createElement("span");
+        sw.className = "swatch";
+        sw.style.background = data.colors[sch] || "currentColor";
+        li.appendChild(sw);
+        li.appendChild(document.createTextNode(sch));
+        legend.appendChild(li);
+        var tail = curves[sch].slice(data.train_len).filter(function (v) { return v !== null; });
+        var mean = tail.reduce(function (x, y) { return x + y; }, 0) / Math.max(tail.length, 1);
+        beyond.push([sch, mean]);
+      });
+      beyond.sort(function (p, q) { return q[1] - p[1]; });
+      svg.setAttribute("aria-label", "Accuracy at each position 0 to " + (n - 1) + " of sequences four times the " +
+          "training length, task " + task.value.replace(/_/g, " ") + ", " + (variant.value === "bos" ? "with" : "without") +
+          " a BOS token, one line per scheme (" + names.join(", ") + ").");
+      ui.note.textContent = "Beyond the training length (positions " + data.train_len + " to " + (n - 1) + "), mean " +
+          "accuracy: " + beyond.map(function (p) { return p[0] + " " + p[1].toFixed(2); }).join(", ") +
+          " (chance " + data.chance.toFixed(4) + ")." +
+          (names.length < data.schemes.length ? " Not drawn (it cannot run at 4x): " +
+           data.schemes.filter(function (s) { return !curves[s]; }).join(", ") + "." : "");
+      root.dataset.state = task.value + "/" + variant.value;
+    }
+    task.addEventListener("change", draw);
+    variant.addEventListener("change", draw);
+    draw();
+  }
+
   X.register("biases", biasesExplorer);
+  X.register("results", resultsExplorer);
+  X.resultsData = resultsData;
   X.register("alias", aliasExplorer);
   X.alibiSlopes = alibiSlopes;
   X.t5Bucket = t5Bucket;

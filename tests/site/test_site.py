@@ -1028,6 +1028,7 @@ EXPLORER_PAGES = {
     "scaling": "notebooks/04_rotations.html",
     "biases": "notebooks/06_alternatives.html",
     "alias": "notebooks/06_alternatives.html",
+    "results": "notebooks/06_alternatives.html",
     "multidim": "notebooks/08_multidim.html",
 }
 EXPLORERS = tuple(EXPLORER_PAGES)
@@ -1119,13 +1120,19 @@ def test_explorer_slider_redraws_figure(explorer_at, name):
     root = page.locator(f'.posenc-explorer[data-explorer="{name}"]')
     assert root.locator("figure.explorer-static img").count() == 1, "no static figure for print"
     sliders = root.locator('.explorer-live input[type="range"]')
-    assert sliders.count() >= 1
+    selects = root.locator(".explorer-live select")
+    assert sliders.count() + selects.count() >= 1, "no slider and no selector"
     before_state = root.get_attribute("data-state")
     before = root.evaluate(_FINGERPRINT_JS)
-    first = sliders.nth(0)
-    lo, hi = float(first.get_attribute("min")), float(first.get_attribute("max"))
-    current = float(first.input_value())
-    first.fill(str(int(lo if current - lo > hi - current else hi)))
+    if sliders.count():
+        first = sliders.nth(0)
+        lo, hi = float(first.get_attribute("min")), float(first.get_attribute("max"))
+        current = float(first.input_value())
+        first.fill(str(int(lo if current - lo > hi - current else hi)))
+    else:
+        first = selects.nth(0)
+        values = first.evaluate("s => Array.from(s.options).map(o => o.value)")
+        first.select_option([v for v in values if v != first.input_value()][-1])
     assert root.get_attribute("data-state") != before_state, "the slider did not change the explorer's state"
     assert root.evaluate(_FINGERPRINT_JS) != before, "the figure did not change"
     assert not problems, _fmt(problems)
@@ -1250,6 +1257,36 @@ def test_explorer_multidim_matches_posenc(explorer_at):
         got = np.array(page.evaluate(f"{js}.scoreMap('{scheme}', {h}, {w}, {q[0]}, {q[1]}, 32, {angle})"))
         want = query_scores(scheme, (h, w), q, angle=angle if scheme == "rope_mixed" else None)
         np.testing.assert_allclose(got, want.ravel(), rtol=0, atol=1e-12)
+    assert not problems, _fmt(problems)
+
+
+def test_explorer_results_match_the_saved_results(explorer_at):
+    """Chapter 6's results explorer draws the saved results: its data are the mean
+    accuracy per position of experiments/results/alternatives.json, as the chapter's
+    figure of positions averages them, and every task and variant can be chosen."""
+    np = pytest.importorskip("numpy")
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import explorers as ext
+    finally:
+        sys.path.remove(str(ROOT / "book" / "_ext"))
+    page, problems = explorer_at("results")
+    root = page.locator('.posenc-explorer[data-explorer="results"]')
+    got = root.evaluate("r => window.posencExplorers.resultsData(r)")
+    want = ext.results_data()
+    assert got["schemes"] == want["schemes"] and got["train_len"] == want["train_len"]
+    for task, variants in want["curves"].items():
+        for variant, curves in variants.items():
+            for scheme, curve in curves.items():
+                a = np.array([np.nan if v is None else v for v in got["curves"][task][variant][scheme]], dtype=float)
+                b = np.array([np.nan if v is None else v for v in curve], dtype=float)
+                np.testing.assert_allclose(a, b, rtol=0, atol=1e-12, err_msg=f"{task}/{variant}/{scheme}")
+    for task in want["tasks"]:
+        for variant in ("plain", "bos"):
+            root.locator('select[name="task"]').select_option(task)
+            root.locator('select[name="variant"]').select_option(variant)
+            assert root.get_attribute("data-state") == f"{task}/{variant}"
+            assert root.locator(".explorer-live svg path.series").count() == len(want["curves"][task][variant])
     assert not problems, _fmt(problems)
 
 
