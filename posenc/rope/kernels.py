@@ -31,29 +31,39 @@ def _triton() -> Any:
     return _rotary_triton
 
 
-def _half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, axis: int) -> torch.Tensor:
+def _half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, axis: int, rot: torch.Tensor | None) -> torch.Tensor:
     half = x.shape[-1] // 2
     s = table_view(sin, x.ndim, axis)
-    out = torch.mul(x, table_view(torch.cat([cos, cos], dim=-1), x.ndim, axis))
+    cos2 = torch.cat([cos, cos], dim=-1) if rot is None else rot
+    out = torch.mul(x, table_view(cos2, x.ndim, axis))
     out[..., :half].addcmul_(x[..., half:], s, value=-1.0)
     out[..., half:].addcmul_(x[..., :half], s)
     return out
 
 
-def _interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, axis: int) -> torch.Tensor:
+def _interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, axis: int, rot: torch.Tensor | None) -> torch.Tensor:
     if x.stride(-1) != 1 or x.storage_offset() % 2 or any(s % 2 for s in x.stride()[:-1]):
         x = x.clone(memory_format=torch.contiguous_format)  # strides not compatible with a complex view
     xc = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
-    return torch.view_as_real(xc * table_view(torch.complex(cos, sin), x.ndim, axis)).flatten(-2)
+    table = torch.complex(cos, sin) if rot is None else torch.view_as_complex(rot)
+    return torch.view_as_real(xc * table_view(table, x.ndim, axis)).flatten(-2)
 
 
-def rotate_fast(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, axis: int) -> torch.Tensor:
-    """:func:`~posenc.rope.core.rotate` with the fastest kernel that applies (same arguments)."""
+def rotation_table(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """What the eager kernel of ``layout`` multiplies by, kept real: ``[cos | cos]`` or the pairs ``(cos, sin)``."""
+    return torch.cat([cos, cos], dim=-1) if layout == "half" else torch.stack([cos, sin], dim=-1)
+
+
+def rotate_fast(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, axis: int, rot: torch.Tensor | None = None
+) -> torch.Tensor:
+    """:func:`~posenc.rope.core.rotate` with the fastest kernel that applies (same arguments; ``rot``:
+    an optional precomputed :func:`rotation_table` of the tables)."""
     width = 2 * cos.shape[-1]
     if torch.compiler.is_compiling() or cos.requires_grad or sin.requires_grad:
         return rotate(x, cos, sin, layout, axis)
     if width < x.shape[-1]:
-        return torch.cat([rotate_fast(x[..., :width], cos, sin, layout, axis), x[..., width:]], dim=-1)
+        return torch.cat([rotate_fast(x[..., :width], cos, sin, layout, axis, rot), x[..., width:]], dim=-1)
     if (
         layout == "half"
         and x.is_cuda
@@ -64,5 +74,7 @@ def rotate_fast(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: s
     ):
         return _triton().rotate_half(x, cos, sin, seq_axis=axis)
     work = x if x.dtype == cos.dtype else x.to(cos.dtype)
-    out = _half(work, cos, sin, axis) if layout == "half" else _interleaved(work, cos, sin, axis)
+    if rot is not None and rot.dtype != work.dtype:
+        rot = None
+    out = _half(work, cos, sin, axis, rot) if layout == "half" else _interleaved(work, cos, sin, axis, rot)
     return out if out.dtype == x.dtype else out.to(x.dtype)

@@ -26,7 +26,7 @@ from .._checks import (
 )
 from . import scaling as sc
 from .core import LAYOUTS, RotaryTables, cos_sin, fixed_point_turns, host_tables, inv_frequencies, turn_limbs
-from .kernels import rotate_fast
+from .kernels import rotate_fast, rotation_table
 
 
 def _resolve(
@@ -204,6 +204,9 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("sin", torch.empty(self.max_len, n), persistent=False)
         self.register_buffer("turns", torch.empty(3, n, dtype=torch.int64), persistent=False)
         self.register_buffer("inv_freq", torch.empty(n), persistent=False)
+        # the table the eager kernel of the layout multiplies by, for the default positions
+        rot_shape = (self.max_len, 2 * n) if self.layout == "half" else (self.max_len, n, 2)
+        self.register_buffer("rot", torch.empty(rot_shape), persistent=False)
         if isinstance(self.scaling, sc.LongRoPE):
             self.register_buffer("long_turns", torch.empty(3, n, dtype=torch.int64), persistent=False)
             self.register_buffer("long_inv_freq", torch.empty(n), persistent=False)
@@ -218,6 +221,7 @@ class RotaryEmbedding(nn.Module):
         with torch.no_grad():
             self.cos.copy_(cos)
             self.sin.copy_(sin)
+            self.rot.copy_(rotation_table(cos, sin, self.layout))
             self.turns.copy_(fixed_point_turns(inv))
             self.inv_freq.copy_(torch.tensor(inv, dtype=torch.float32))
             if isinstance(self.scaling, sc.LongRoPE):
@@ -229,7 +233,7 @@ class RotaryEmbedding(nn.Module):
         """A module cast (``.half()``, ``.double()``) keeps the tables float32: angles are never formed in 16 bits."""
         super()._apply(fn, recurse)
         rebuild = False
-        for name in ("cos", "sin", "inv_freq", "long_inv_freq"):
+        for name in ("cos", "sin", "rot", "inv_freq", "long_inv_freq"):
             b = getattr(self, name, None)
             if b is not None and b.dtype != torch.float32:
                 setattr(self, name, torch.empty(b.shape, dtype=torch.float32, device=b.device))
@@ -244,14 +248,16 @@ class RotaryEmbedding(nn.Module):
         buffers = {name: t.to(p.device) for name, t in self.named_buffers()}  # a copy only for x on another device
         return _tables_at(p, dtype, self.scaling, self.rotary_dim, self.base, buffers)
 
-    def _default(self, seq: int, offset: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """Tables for positions ``offset .. offset + seq - 1``: a slice of the table where it holds them."""
+    def _default(
+        self, seq: int, offset: int, device: torch.device, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """cos, sin (and the kernel's table) for ``offset .. offset + seq - 1``: slices where the table holds them."""
         end = offset + seq
         traced = isinstance(end, torch.SymInt) or torch.compiler.is_compiling()
         in_table = not traced and end <= self.max_len and (self._switch is None or end <= self._switch)
         if dtype == torch.float32 and in_table and self.cos.device == device:
-            return self.cos[offset:end], self.sin[offset:end]
-        return self._tables(torch.arange(seq, device=device) + offset, dtype)
+            return self.cos[offset:end], self.sin[offset:end], self.rot[offset:end]
+        return (*self._tables(torch.arange(seq, device=device) + offset, dtype), None)
 
     def tables(
         self,
@@ -295,7 +301,7 @@ class RotaryEmbedding(nn.Module):
                 raise ValueError("pass positions, or seq_len (with an optional offset) for offset + arange(seq_len)")
             seq_len = check_int("seq_len", seq_len, minimum=0)
             offset = check_int("offset", offset, minimum=0)
-            cos, sin = self._default(seq_len, offset, device, dtype)
+            cos, sin, _ = self._default(seq_len, offset, device, dtype)
             return RotaryTables(cos.clone(), sin.clone(), self.layout, self.rotary_dim)
         if seq_len is not None or not (isinstance(offset, int) and offset == 0):
             raise ValueError("pass either positions, or seq_len and offset, not both")
@@ -307,13 +313,14 @@ class RotaryEmbedding(nn.Module):
         x, axis = check_rotary_input("x", x, self.seq_dim, self.head_dim)
         offset, from_offset = rotary_offset(offset, positions, x, axis)
         dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        rot = None
         if positions is None and from_offset is None:
-            cos, sin = self._default(x.shape[axis], offset, x.device, dtype)
+            cos, sin, rot = self._default(x.shape[axis], offset, x.device, dtype)
         else:
             p = from_offset if from_offset is not None else check_rotary_positions(positions, x, axis, x.device)
             check_finite_positions(p, self.check_values)
             cos, sin = self._tables(p, dtype)
-        return rotate_fast(x, cos, sin, self.layout, axis)
+        return rotate_fast(x, cos, sin, self.layout, axis, rot)
 
     def extra_repr(self) -> str:
         s = f"head_dim={self.head_dim}, base={self.base:g}, layout={self.layout!r}"
