@@ -13,7 +13,7 @@ Numerics, without any float64 tensor on the device:
 * :func:`cos_sin`: any other integer position, on the device, with the angle reduced
   modulo one turn *exactly* in int64 fixed point (``omega_j / 2 pi`` as a multiple of
   ``2**-60``, :func:`fixed_point_turns`), then cos and sin of an angle below pi in
-  float32: within 3e-7 of the float64 value at any position below ``2**43``;
+  float32: within 4e-7 of the float64 value at any position below ``2**43``;
 * :func:`rotate`: the rotation itself, in plain real arithmetic that a compiler fuses.
 
 Only ``torch`` and ``numpy`` are needed.

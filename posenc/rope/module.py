@@ -137,7 +137,7 @@ class RotaryEmbedding(nn.Module):
             (the length of ``"dynamic"``; fills a missing ``original_max_position_embeddings``).
         max_len: positions ``0 .. max_len - 1`` get a table computed once on the host in
             float64 and kept in float32; other positions are computed per call (exact
-            int64 range reduction, float32 cos and sin: within 3e-7).
+            int64 range reduction, float32 cos and sin: within 4e-7).
         check_values: check that float positions are finite: ``None`` on the CPU outside
             ``torch.compile``, ``True`` always (a host-device sync), ``False`` never.
 
