@@ -128,9 +128,12 @@ def check_device(name: str, device: object) -> torch.device | None:
     if isinstance(device, bool) or not isinstance(device, (torch.device, str, int)):
         raise TypeError(f"{name} must be a torch.device, a string such as 'cpu' or 'cuda', or None, got {device!r}")
     try:
-        return torch.device(device)
+        out = torch.device(device)
     except (RuntimeError, ValueError) as err:
         raise ValueError(f"{name} must name a device such as 'cpu' or 'cuda:0', got {device!r}") from err
+    if out.type == "cuda" and (not torch.cuda.is_available() or (out.index or 0) >= torch.cuda.device_count()):
+        raise ValueError(f"{name}={device!r} names a CUDA device this machine does not have ({torch.cuda.device_count()} visible)")
+    return out
 
 
 def check_float_dtype(name: str, dtype: object) -> torch.dtype | None:

@@ -357,3 +357,9 @@ def test_t5_bucket_refuses_the_int64_minimum():
     with pytest.raises(ValueError, match="relative_position"):
         posenc.t5_relative_bucket(torch.tensor([0, lowest]))
     assert int(posenc.t5_relative_bucket(torch.tensor([lowest + 1]))) == 15
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_device_the_machine_lacks_is_refused_by_name():
+    with pytest.raises(ValueError, match="device"):
+        posenc.alibi_bias(4, 3, device="cuda:7")
