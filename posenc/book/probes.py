@@ -137,7 +137,7 @@ def train_offset_head(
 
     def log_weights(x: torch.Tensor) -> torch.Tensor:
         q, k = attn.w_q(x), attn.w_k(x)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(attn.d_head)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(attn.head_dim)
         return scores[:, offset:].log_softmax(-1)
 
     for _ in range(steps):
