@@ -114,7 +114,7 @@ class SelfAttention(nn.Module):
 
     @property
     def d_head(self) -> int:
-        """The old name of :attr:`head_dim`, kept for code written against it."""
+        """The old name of ``head_dim``, kept for code written against it."""
         return self.head_dim
 
     def reset_parameters(self) -> None:

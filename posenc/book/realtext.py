@@ -63,7 +63,7 @@ __all__ = [
     "with_rotary_scaling",
 ]
 
-#: The corpus that ships with the book: Shakespeare as in Karpathy's char-rnn repository.
+#: The corpus that ships with the book, Shakespeare as in Karpathy's char-rnn repository.
 CORPUS_FILE = Path(__file__).resolve().parents[2] / "data" / "tinyshakespeare.txt"
 #: Its SHA-256 (also recorded in ``data/README.md``).
 CORPUS_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"

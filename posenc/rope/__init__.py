@@ -5,7 +5,7 @@
   ``transformers``' ``ROPE_INIT_FUNCTIONS``, and :func:`from_hf` for Hugging Face dicts;
 * :mod:`posenc.rope.kernels`: the fast eager paths, chosen in one place;
 * :mod:`posenc.rope.module`: :class:`RotaryEmbedding`, :func:`apply_rotary`,
-  :func:`apply_rotary_tables` and :func:`rotate`, with the argument checks.
+  :func:`apply_rotary_tables` and ``rotate``, with the argument checks.
 """
 
 from .core import RotaryTables
