@@ -1,6 +1,6 @@
 """Chapter 6's cost benchmark: parameters and time per training step of every positional scheme.
 
-    python experiments/alternatives_cost.py      # writes experiments/results/alternatives_cost.json
+    python experiments/alternatives_cost.py      # writes posenc/book/data/alternatives_cost.json
 
 One training step (forward, backward, Adam update) of the chapter's model, batch 32, one
 thread, at several sequence lengths. The repetitions are interleaved (every repetition
@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from posenc.book import results as res
+from posenc.book.resources import DATA_DIR  # the saved results ship with posenc.book
 from posenc.book.models import SCHEMES, count_parameters
 from posenc.book.training import RunConfig
 
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--machine", default=None)
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "alternatives_cost.json")
+    parser.add_argument("--out", type=Path, default=DATA_DIR / "alternatives_cost.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     generator = torch.Generator().manual_seed(0)

@@ -16,7 +16,7 @@ Protocol (see ``experiments/README.md``):
   by the in-distribution accuracy only; the chosen rate is then run with seeds
   ``0 .. --seeds - 1``.
 
-Results go to ``experiments/results/alternatives.json`` (``--out``): a dict with a list
+Results go to ``posenc/book/data/alternatives.json`` (``--out``): a dict with a list
 ``rows``, one per trial and evaluation step, with ``task``, ``scheme``, ``variant``,
 ``seed``, ``role`` (``"tune"`` or ``"main"``), ``lr``, ``steps``, ``acc_1x``, ``acc_2x``,
 ``acc_4x`` (all scored positions) and ``beyond_2x``, ``beyond_4x`` (only the positions
@@ -42,6 +42,7 @@ import torch
 
 import posenc
 from posenc.book import results as res
+from posenc.book.resources import DATA_DIR  # the saved results ship with posenc.book
 from posenc.book.models import SCHEMES
 from posenc.book.tasks import TASKS
 from posenc.book.training import RunConfig, config_dict, run_trial
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.steps, args.eval_every, args.patience, args.seeds = 40, 20, 1, 1
         args.tasks, args.schemes, args.lrs = args.tasks[:1], ["none", "rope"], [3e-3, 1e-2]
-    out = args.out or (None if args.quick else HERE / "results" / "alternatives.json")
+    out = args.out or (None if args.quick else DATA_DIR / "alternatives.json")
     bad = sorted(set(args.tasks) - set(TASKS)) + sorted(set(args.schemes) - set(SCHEMES))
     bad += sorted(set(args.variants) - set(VARIANTS))
     if bad:

@@ -12,7 +12,7 @@ position at ``8L``; a copy probe at distances beyond ``L``; and on the RoPE mode
 context extensions (PI, NTK-aware, dynamic NTK, YaRN) zero-shot and after a short
 fine-tune at ``4L``.
 
-The results file (``experiments/results/realtext.json``) is rewritten atomically after
+The results file (``posenc/book/data/realtext.json``) is rewritten atomically after
 every unit of work (one trained model with its evaluations, or the extensions of one
 RoPE seed) and a re-run skips the units already in it, so a stop loses at most one unit.
 """
@@ -46,10 +46,11 @@ from posenc.book.realtext import (  # noqa: E402
     train_lm,
     with_rotary_scaling,
 )
+from posenc.book.resources import DATA_DIR  # noqa: E402  (the saved results ship with posenc.book)
 from posenc.book.training import seeded  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "realtext.json"
+OUT = DATA_DIR / "realtext.json"
 CACHE = HERE / "results" / ".realtext_models"  # trained RoPE weights for the extension units (not committed)
 
 CONFIG = TextConfig(train_len=64, d_model=64, n_heads=4, n_layers=2, batch_size=8, steps=1000, lr=1e-2,

@@ -1,6 +1,6 @@
 """Chapter 4's fair comparison: a previous-token head with RoPE, an additive encoding or none, with and without q/k biases.
 
-    python experiments/rope_bias_heads.py            # writes experiments/results/rope_bias_heads.json
+    python experiments/rope_bias_heads.py            # writes posenc/book/data/rope_bias_heads.json
     python experiments/rope_bias_heads.py --quick    # smoke test, nothing saved
 
 Every variant is trained with :func:`posenc.book.probes.train_position_head` under one
@@ -21,10 +21,11 @@ from pathlib import Path
 import torch
 
 from posenc.book import results as res
+from posenc.book.resources import DATA_DIR  # the saved results ship with posenc.book
 from posenc.book.probes import train_position_head
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "rope_bias_heads.json"
+OUT = DATA_DIR / "rope_bias_heads.json"
 
 # (name, encoding, bias, shared)
 VARIANTS = [

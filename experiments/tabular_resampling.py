@@ -12,7 +12,7 @@ merge the pieces afterwards (this is how the saved results were made):
     python experiments/tabular_resampling.py synthetic --first 2 --last 2 --out /tmp/s2.json
     python experiments/tabular_resampling.py merge synthetic /tmp/s*.json
 
-Each part writes ``experiments/results/tabular_<part>.json`` with
+Each part writes ``posenc/book/data/tabular_<part>.json`` with
 :func:`posenc.book.results.write_results`: one row per (task, split, model, setting)
 with the validation, test and training R^2 of the early-stopped model, the step it was
 taken at and the step training stopped. The script is resumable: rows already in the
@@ -45,6 +45,7 @@ from pathlib import Path
 import torch
 
 from posenc import book
+from posenc.book.resources import DATA_DIR  # the saved results ship with posenc.book
 
 HERE = Path(__file__).resolve().parent
 DIGITS = 5
@@ -254,13 +255,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "merge":
         if len(argv) < 3 or argv[1] not in PARTS:
             raise SystemExit("usage: tabular_resampling.py merge PART FILE...")
-        return merge(argv[1], [Path(f) for f in argv[2:]], HERE / "results" / f"tabular_{argv[1]}.json")
+        return merge(argv[1], [Path(f) for f in argv[2:]], DATA_DIR / f"tabular_{argv[1]}.json")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("part", choices=sorted(PARTS))
     parser.add_argument("--task", default=None, help="run only this task of the part")
     parser.add_argument("--first", type=int, default=0, help="first split to run")
     parser.add_argument("--last", type=int, default=None, help="last split to run (default: all)")
-    parser.add_argument("--out", type=Path, default=None, help="results file (default experiments/results/)")
+    parser.add_argument("--out", type=Path, default=None, help="results file (default posenc/book/data/)")
     parser.add_argument("--quick", action="store_true", help="1 split, 100 steps, nothing written")
     parser.add_argument("--extend", type=int, default=None,
                         help="re-run the rows that reached the step cap with this larger cap, in place")
@@ -270,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         cfg |= {"steps": 100}
         last = args.first
-    out = args.out or HERE / "results" / f"tabular_{args.part}.json"
+    out = args.out or DATA_DIR / f"tabular_{args.part}.json"
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     rows = [] if args.quick or not out.exists() else book.read_results(out)["rows"]

@@ -25,6 +25,7 @@ import torch
 
 import posenc
 from posenc.book import results as res
+from posenc.book.resources import DATA_DIR  # the saved results ship with posenc.book
 from posenc.book.vision import VISION_SCHEMES, VisionConfig, config_dict, run_vision_trial
 
 HERE = Path(__file__).resolve().parent
@@ -34,7 +35,7 @@ CONFIG = VisionConfig(batch_size=128, lr=2e-3, max_epochs=60, patience=8)
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "vision_resolution.json")
+    ap.add_argument("--out", type=Path, default=DATA_DIR / "vision_resolution.json")
     ap.add_argument("--quick", action="store_true", help="2 epochs, one seed, nothing saved")
     ap.add_argument("--max-minutes", type=float, default=None, help="start no trial after this many minutes")
     args = ap.parse_args()

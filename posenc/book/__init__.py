@@ -6,8 +6,10 @@ the numbers quoted in the prose (:mod:`~posenc.book.analysis`), the plotting hel
 seeded training loop of chapter 6 (:mod:`~posenc.book.tasks`,
 :mod:`~posenc.book.models`, :mod:`~posenc.book.training`), the tabular data sets, model
 and baselines of chapter 5 (:mod:`~posenc.book.tabular`), and the results files of
-``experiments/`` (:mod:`~posenc.book.results`). It needs the ``book`` extra
-(matplotlib, scipy, scikit-learn): ``pip install posenc[book]``.
+``experiments/`` (:mod:`~posenc.book.results`), which ship with the package with the
+corpus of chapter 7 (:mod:`~posenc.book.resources`). It needs the ``book`` extra
+(matplotlib, scipy, scikit-learn, myst-nb, transformers):
+``pip install "posenc[book] @ git+https://github.com/posenc-book/posenc-book"``.
 """
 
 from .analysis import (
@@ -110,6 +112,7 @@ from .tabular import (
     validation_split,
     value_embedding_configs,
 )
+from .resources import resource_path
 from .results import (
     acc_key,
     pos_key,
@@ -214,10 +217,11 @@ __all__ = [
     "TabularTransformer",
     "validation_split",
     "value_embedding_configs",
-    # results files and summaries over runs
+    # results files and summaries over runs; the files shipped with the package
     "acc_key",
     "pos_key",
     "read_results",
+    "resource_path",
     "summarize",
     "summarize_trials",
     "to_numpy",

@@ -1,6 +1,6 @@
 """Character-level language modelling on real text, for chapter 7's length-extrapolation experiment.
 
-The corpus is a file that ships with the book (``data/tinyshakespeare.txt``, checked
+The corpus is a file that ships with the package (``posenc/book/data/tinyshakespeare.txt``, checked
 against its SHA-256 on loading); nothing is downloaded. It is split by position into
 train, validation and test text (the first 90 %, the next 5 %, the last 5 %). A model is
 :class:`~posenc.book.models.PositionalTransformer` trained on random windows of ``L``
@@ -40,6 +40,7 @@ from torch import nn
 
 from .._checks import check_choice, check_int
 from .models import PositionalTransformer, random_positions
+from .resources import DATA_DIR, resource_path
 
 __all__ = [
     "CORPUS_FILE",
@@ -63,9 +64,9 @@ __all__ = [
     "with_rotary_scaling",
 ]
 
-#: The corpus that ships with the book, Shakespeare as in Karpathy's char-rnn repository.
-CORPUS_FILE = Path(__file__).resolve().parents[2] / "data" / "tinyshakespeare.txt"
-#: Its SHA-256 (also recorded in ``data/README.md``).
+#: The corpus that ships with the package, Shakespeare as in Karpathy's char-rnn repository.
+CORPUS_FILE = DATA_DIR / "tinyshakespeare.txt"
+#: Its SHA-256 (also recorded in ``posenc/book/data/README.md``).
 CORPUS_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 #: The two evaluation modes of :func:`evaluate_bpc`.
 EVAL_MODES = ("nonoverlapping", "sliding")
@@ -169,21 +170,14 @@ def load_corpus(path: str | Path | None = None, *, name: str | None = None) -> C
     """
     default = path is None
     if default:
-        # the repository's data/ folder; from a notebook in notebooks/, or the repository root
-        candidates = [CORPUS_FILE, Path.cwd().parent / "data" / CORPUS_FILE.name, Path.cwd() / "data" / CORPUS_FILE.name]
-        found = [c for c in candidates if c.is_file()]
-        if not found:
-            raise ValueError(
-                f"the corpus {CORPUS_FILE.name} ships in the book's repository (data/); run from a clone of it"
-            )
-        path = found[0]
+        path = resource_path(CORPUS_FILE.name)  # shipped with the package, wherever it is installed
     else:
         if not isinstance(path, (str, Path)):
             raise TypeError(f"path must be a str, a pathlib.Path or None, got {type(path).__name__}")
         path = Path(path)
     digest = sha256_of(path)
     if default and digest != CORPUS_SHA256:
-        raise ValueError(f"{path} has SHA-256 {digest}, expected {CORPUS_SHA256} (see data/README.md)")
+        raise ValueError(f"{path} has SHA-256 {digest}, expected {CORPUS_SHA256} (see posenc/book/data/README.md)")
     text = path.read_text(encoding="utf-8")
     if len(text) < 100:
         raise ValueError(f"path must hold at least 100 characters of text, got {len(text)}")

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .._checks import check_int
+from .resources import DATA_DIR, resource_path
 
 __all__ = [
     "acc_key",
@@ -166,7 +167,12 @@ def summarize_trials(
 
 
 def read_results(path: str | Path) -> dict:
-    """Read a results file of ``experiments/results/`` (a dict with a list ``"rows"``).
+    """Read a results file (a dict with a list ``"rows"``).
+
+    A bare file name that names one of the saved results shipped with the package
+    (``read_results("alternatives.json")``) reads that file, through
+    :func:`~posenc.book.resources.resource_path`; any other path (``"./alternatives.json"``
+    included) is read as given.
 
     Example:
         >>> import tempfile, pathlib
@@ -175,7 +181,10 @@ def read_results(path: str | Path) -> dict:
         >>> read_results(p)["rows"]
         [{'seed': 0, 'acc_1x': 1.0}]
     """
+    bare = isinstance(path, (str, os.PathLike)) and not os.path.dirname(os.fspath(path))
     path = _check_path(path)
+    if bare and (DATA_DIR / path.name).is_file():
+        path = resource_path(path.name)
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:

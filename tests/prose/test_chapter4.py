@@ -231,9 +231,8 @@ def test_decay_first_sign_changes():
 def test_bias_experiment_ordering():
     """sec-rotations-bias: from the saved runs, RoPE + bias >> additive + bias; RoPE without bias fails; a shared
     direction restores it."""
-    from pathlib import Path
 
-    rows = book.read_results(Path(__file__).resolve().parents[2] / "experiments/results/rope_bias_heads.json")["rows"]
+    rows = book.read_results("rope_bias_heads.json")["rows"]
     main = [r for r in rows if r["role"] == "main"]
 
     def acc(variant):

@@ -1,6 +1,6 @@
 """Chapter 5's claims: the identity experiment, and the saved comparisons of value embeddings.
 
-The comparisons come from ``experiments/results/tabular_*.json`` (written by
+The comparisons come from ``posenc/book/data/tabular_*.json`` (written by
 ``experiments/tabular_resampling.py``); the tests re-derive the chapter's statements from
 those files with the same laboratory functions, and re-run a slice of the saved run to
 check that the files are what the code produces.
@@ -8,7 +8,6 @@ check that the files are what the code produces.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,9 +16,9 @@ import torch
 from posenc import book
 from posenc.book import TabularTransformer
 
-RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"
+RESULTS = book.resources.DATA_DIR  # the saved results ship with posenc.book
 IDENTITY_SETTINGS = dict(steps=100, lr=1e-2)
-# the saved tuned diabetes run (experiments/results/tabular_diabetes.json), as the chapter reports it
+# the saved tuned diabetes run (tabular_diabetes.json), as the chapter reports it
 N_SPLITS = 10
 EXPECTED_INTERVALS = {  # corrected 95 % intervals of a - b, as the chapter prints them
     ("periodic (PLR)", "linear (FT)"): (-0.106, 0.046),

@@ -14,7 +14,7 @@ from posenc import book
 from posenc.book import RunConfig
 from posenc.book.training import final_rows, grid_summary, verdict
 
-RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results"
+RESULTS = book.resources.DATA_DIR  # the saved results ship with posenc.book
 VARIANTS = ("plain", "bos")
 CHANCE_LEVEL = 0.3  # "chance" in the chapter's verdicts: below 0.3 (chance itself is 1/16)
 

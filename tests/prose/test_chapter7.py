@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +11,7 @@ import posenc
 from posenc import book
 from posenc.book import realtext as rt
 
-RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results" / "realtext.json"
+RESULTS = "realtext.json"  # shipped with posenc.book
 L = 64
 LENS = (L, 2 * L, 4 * L, 8 * L)
 

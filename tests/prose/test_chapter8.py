@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ import posenc
 from posenc import book
 from posenc.book import vision
 
-RESULTS = Path(__file__).resolve().parents[2] / "experiments" / "results" / "vision_resolution.json"
+RESULTS = "vision_resolution.json"  # shipped with posenc.book
 
 
 def test_flattening_puts_vertical_neighbours_far_and_width_dependent():
