@@ -21,7 +21,7 @@ from .._checks import check_choice, check_int
 from ._validate import check_module, check_real, check_seed, check_tensor
 from ..attention import SelfAttention
 from ..sinusoidal import sinusoidal_encoding
-from .training import seeded
+from .engine import seeded
 
 __all__ = [
     "POSITION_HEAD_ENCODINGS",
@@ -333,13 +333,13 @@ def train_position_head(
         A dict with ``"w_q"`` and ``"w_k"`` (the ``nn.Linear(d_model, head_dim)``
         layers), ``"accuracy"`` (the fraction of the 31 x 1,024 queries of fresh test
         sequences whose largest weight is on the previous token), ``"heldout_loss"``
-        (at the kept weights; ``None`` without ``eval_every``), ``"best_step"`` and
-        ``"steps_run"``.
+        (at the kept weights; ``None`` without ``eval_every``), ``"best_step"``,
+        ``"steps_run"`` and ``"train_loss"`` (the loss of every step).
 
     Example:
         >>> out = train_position_head("rope", bias=False, steps=2)
         >>> sorted(out)
-        ['accuracy', 'best_step', 'heldout_loss', 'steps_run', 'w_k', 'w_q']
+        ['accuracy', 'best_step', 'heldout_loss', 'steps_run', 'train_loss', 'w_k', 'w_q']
     """
     from ..rotary import RotaryEmbedding
 
@@ -394,11 +394,13 @@ def train_position_head(
     opt = torch.optim.Adam(params, lr=lr)
     heldout = draw(torch.Generator().manual_seed(seed + 20_000), 1024) if eval_every else None
     best_loss, best_step, best_state, bad, step = math.inf, 0, None, 0, 0
+    losses = []
     for step in range(1, steps + 1):
         loss = loss_of(draw(gen, batch))
         opt.zero_grad()
         loss.backward()
         opt.step()
+        losses.append(loss.item())
         if heldout is not None and (step % eval_every == 0 or step == steps):
             with torch.no_grad():
                 val = loss_of(heldout).item()
@@ -426,7 +428,35 @@ def train_position_head(
         "heldout_loss": heldout_loss,
         "best_step": best_step,
         "steps_run": step,
+        "train_loss": losses,
     }
+
+
+def first_losses(config: dict, seed: int, n: int = 20, *, encoding: str, bias: bool, shared: float, lr: float,
+                 **unit) -> list[float]:
+    """The first ``n`` training losses of one head of chapter 4's ``rope_bias_heads`` grid, as it trained them.
+
+    Args:
+        config: the grid's ``"config"`` (``steps``, ``eval_every``, ``patience``, ``batch``,
+            ``content_scale``), as in ``rope_bias_heads.json``.
+        seed: the row's seed.
+        n: how many losses (the run is cut at ``n`` steps: nothing before a step depends
+            on the budget).
+        encoding, bias, shared, lr: the unit keys of a row; its other keys (``variant``,
+            ``role``, scores) are ignored.
+
+    Example:
+        >>> cfg = {"steps": 3000, "eval_every": 100, "patience": 5, "batch": 32, "content_scale": 1.0}
+        >>> len(first_losses(cfg, 0, 3, encoding="rope", bias=False, shared=0.0, lr=0.01))
+        3
+    """
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    steps = min(check_int("n", n), config["steps"])
+    out = train_position_head(encoding, bias=bias, shared=shared, lr=lr, seed=seed, steps=steps,
+                              batch=config["batch"], content_scale=config["content_scale"],
+                              eval_every=config["eval_every"], patience=config["patience"])
+    return out["train_loss"]
 
 
 def previous_token_chance(seq_len: int = 32) -> float:

@@ -29,9 +29,8 @@ import contextlib
 import copy
 import hashlib
 import math
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +38,7 @@ import torch
 from torch import nn
 
 from .._checks import check_choice, check_int
+from .engine import TrialConfig, fit, seeded
 from .models import PositionalTransformer, random_positions
 from .resources import DATA_DIR, resource_path
 
@@ -185,8 +185,12 @@ def load_corpus(path: str | Path | None = None, *, name: str | None = None) -> C
 
 
 @dataclass(frozen=True)
-class TextConfig:
+class TextConfig(TrialConfig):
     """One training recipe for every scheme (chapter 7).
+
+    The defaults are the protocol that ran (``experiments/results/realtext.json``,
+    ``"protocol"``/``"config"``): two layers of width 64 with 4 heads, 1,000 steps of 8
+    windows of 64 characters at a peak learning rate of 1e-2.
 
     Attributes:
         train_len: training context ``L`` (characters).
@@ -207,19 +211,19 @@ class TextConfig:
     train_len: int = 64
     d_model: int = 64
     n_heads: int = 4
-    n_layers: int = 4
-    batch_size: int = 32
-    steps: int = 1500
-    lr: float = 3e-3
+    n_layers: int = 2
+    batch_size: int = 8
+    steps: int = 1000
+    lr: float = 1e-2
     warmup: int = 100
     min_lr_frac: float = 0.1
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     eval_every: int = 250
-    val_chars: int = 8192
+    val_chars: int = 4096
     randomized_max_len: int = 1024
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
         for name in ("train_len", "d_model", "n_heads", "n_layers", "batch_size", "steps", "eval_every",
                      "val_chars", "randomized_max_len"):
             check_int(name, getattr(self, name))
@@ -245,7 +249,8 @@ class TextConfig:
         )
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The settings as a dict (:meth:`~posenc.book.engine.TrialConfig.to_dict`)."""
+        return self.to_dict()
 
 
 def random_windows(
@@ -333,6 +338,17 @@ def train_lm(
     steps = config.steps if steps is None else check_int("steps", steps)
     batch_size = config.batch_size if batch_size is None else check_int("batch_size", batch_size)
     cfg = replace(config, lr=config.lr if lr is None else lr, warmup=config.warmup if warmup is None else warmup)
+    out = _fit(model, train_ids, val_ids, config, cfg, seed, length, steps, batch_size, log=log)
+    return {
+        "history": out.history,
+        "best_step": out.best_step,
+        "best_val_bpc": out.best_value,
+        "seconds": out.seconds,
+    }
+
+
+def _fit(model, train_ids, val_ids, config, cfg, seed, length, steps, batch_size, *, log=None, stop_after=None):
+    """Chapter 7's batches, loss and schedule under :func:`~posenc.book.engine.fit` (``cfg``: lr and warm-up)."""
     gen = torch.Generator().manual_seed(seed)
     pos_gen = torch.Generator().manual_seed(seed + 1_000_003)
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
@@ -343,37 +359,52 @@ def train_lm(
         betas=(0.9, 0.99),
     )
     val = val_ids[: config.val_chars + 1]
-    history: list[tuple[int, float]] = []
-    best = (math.inf, 0, copy.deepcopy(model.state_dict()))
-    t0 = time.perf_counter()
-    for step in range(steps):
-        model.train()
-        for group in opt.param_groups:
-            group["lr"] = _lr_at(step, cfg, steps)
-        x, y = random_windows(train_ids, length, batch_size, generator=gen)
-        loss = _token_losses(model, x, y, pos_gen).mean()
-        if not torch.isfinite(loss):
-            raise ValueError(f"the training loss became {loss.item()} at step {step}; lower lr")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip:
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        if (step + 1) % cfg.eval_every == 0 or step + 1 == steps:
-            v = evaluate_bpc(model, val, length, mode="nonoverlapping")
-            history.append((step + 1, v))
-            if log:
-                log(f"step {step + 1}: train {loss.item() * LOG2E:.3f} val {v:.3f} bpc")
-            if v < best[0]:
-                best = (v, step + 1, copy.deepcopy(model.state_dict()))
-    model.load_state_dict(best[2])
+    # the weights before training are the first candidate (held-out value inf)
+    initial = copy.deepcopy(model.state_dict())
+    out = fit(
+        model,
+        iter(lambda: random_windows(train_ids, length, batch_size, generator=gen), None),
+        lambda m, batch: _token_losses(m, *batch, pos_gen).mean(),
+        optimiser=opt,
+        steps=steps,
+        schedule=lambda step: _lr_at(step - 1, cfg, steps),
+        clip=cfg.grad_clip,
+        evaluate=lambda m: evaluate_bpc(m, val, length, mode="nonoverlapping"),
+        every=cfg.eval_every,
+        keep_best=True,
+        log=None if log is None else lambda step, train, v: log(f"step {step}: train {train * LOG2E:.3f} val {v:.3f} bpc"),
+        stop_after=stop_after,
+    )
+    if not out.best_step and stop_after is None:
+        model.load_state_dict(initial)
     model.eval()
-    return {
-        "history": history,
-        "best_step": best[1],
-        "best_val_bpc": best[0],
-        "seconds": time.perf_counter() - t0,
-    }
+    return out
+
+
+def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, corpus: CharCorpus | None = None, **unit) -> list[float]:
+    """The first ``n`` training losses (nats per character) of one run of chapter 7's grid, as it trained them.
+
+    Args:
+        config: the grid's ``protocol["config"]`` (a :meth:`TextConfig.to_dict`, as in
+            ``realtext.json``).
+        seed: the run's seed.
+        n: how many losses.
+        scheme: the unit key of a row (one of :data:`TEXT_SCHEMES`); ``corpus``: the
+            corpus (default :func:`load_corpus`). Other unit keys of a row (``train_len``,
+            ``eval_len``, ``mode``, ``bpc``) do not change training and are ignored.
+
+    Example:
+        >>> len(first_losses(TextConfig(n_layers=1).to_dict(), 0, 2, scheme="alibi"))
+        2
+    """
+    cfg = TextConfig.from_dict(config)
+    corpus = load_corpus() if corpus is None else corpus
+    n = check_int("n", n)
+    with seeded(seed):
+        model = cfg.model(scheme, corpus.vocab_size)
+    out = _fit(model, corpus.split("train"), corpus.split("val"), cfg, cfg, seed, cfg.train_len, cfg.steps,
+               cfg.batch_size, stop_after=n)
+    return out.train_loss
 
 
 def _check_eval(model, ids, length):

@@ -14,7 +14,6 @@ prints, so its numbers are the same on every CPU.
 
 from __future__ import annotations
 
-import copy
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,7 +35,7 @@ from ..tabular import (
 )
 from .models import Block
 from .results import to_numpy
-from .training import seeded
+from .engine import fit, seeded
 from ._validate import (
     as_finite_array,
     check_callable,
@@ -406,6 +405,22 @@ def fit_regressor(
     if curve and validation is None:
         raise ValueError("curve=True needs validation=n (the curve is measured on the validation rows)")
     train, val = _split_validation(data, validation)
+    model = _build(make_model, train, data, seed)
+    out, history = _fit(model, train, val, seed, steps, lr, weight_decay, batch_size, eval_every, patience, curve)
+    model.eval()
+    with torch.no_grad():
+        train_r2 = r2_score(train.y_train, model(train.x_train))
+        test_r2 = r2_score(train.y_test, model(train.x_test))
+    scores: dict[str, object] = {"train_r2": train_r2, "test_r2": test_r2, "final_loss": out.train_loss[-1]}
+    if val is not None:
+        scores |= {"val_r2": out.best_value, "best_step": out.best_step, "stopped_step": out.steps_run}
+    if curve:
+        scores["curve"] = history
+    return (scores, model) if return_model else scores
+
+
+def _build(make_model: Callable[[], nn.Module], train: TabularSplit, data: TabularSplit, seed: int) -> nn.Module:
+    """The model of ``make_model`` built under :func:`~posenc.book.engine.seeded`, in the data's dtype, its shapes checked."""
     with seeded(seed):
         model = make_model()
     if not isinstance(model, nn.Module):
@@ -421,60 +436,104 @@ def fit_regressor(
         ) from err
     if out_shape not in ((2,), (2, 1)):
         raise ValueError(f"make_model must build a model mapping (batch, n_features) to (batch, 1), got {out_shape}")
+    return model
+
+
+def _fit(model, train, val, seed, steps, lr, weight_decay, batch_size, eval_every, patience, curve, stop_after=None):
+    """Chapter 5's batches, loss and validation R^2 under :func:`~posenc.book.engine.fit`."""
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(seed)
     n = train.x_train.shape[0]
-    loss = torch.tensor(float("nan"))
     history: dict[str, list] = {"step": [], "train_r2": [], "val_r2": [], "test_r2": []}
-    best = (-math.inf, 0, None)  # (val R^2, step, state)
-    since_best = 0
-    step = 0
+
+    def batches():
+        while True:
+            if batch_size is None:
+                yield train.x_train, train.y_train
+            else:
+                idx = torch.randint(0, n, (batch_size,), generator=gen)
+                yield train.x_train[idx], train.y_train[idx]
 
     def score(x: torch.Tensor, y: torch.Tensor) -> float:
-        model.eval()
         with torch.no_grad():
-            r2 = r2_score(y, model(x))
-        model.train()
-        return r2
+            return r2_score(y, model(x))
 
-    model.train()
-    for step in range(1, steps + 1):
-        if batch_size is None:
-            xb, yb = train.x_train, train.y_train
-        else:
-            idx = torch.randint(0, n, (batch_size,), generator=gen)
-            xb, yb = train.x_train[idx], train.y_train[idx]
-        loss = nn.functional.mse_loss(model(xb).squeeze(-1), yb)
-        if not torch.isfinite(loss):
-            raise ValueError(f"the training loss became {loss.item()} at step {step} (lr={lr}); lower lr")
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if val is not None and (step % eval_every == 0 or step == steps):
-            val_r2 = score(val.x_test, val.y_test)
-            if curve:
-                history["step"].append(step)
-                history["train_r2"].append(score(train.x_train, train.y_train))
-                history["val_r2"].append(val_r2)
-                history["test_r2"].append(score(train.x_test, train.y_test))
-            if val_r2 > best[0]:
-                best, since_best = (val_r2, step, copy.deepcopy(model.state_dict())), 0
-            else:
-                since_best += 1
-                if patience is not None and since_best >= patience:
-                    break
-    if val is not None and best[2] is not None:
-        model.load_state_dict(best[2])
-    model.eval()
-    with torch.no_grad():
-        train_r2 = r2_score(train.y_train, model(train.x_train))
-        test_r2 = r2_score(train.y_test, model(train.x_test))
-    scores: dict[str, object] = {"train_r2": train_r2, "test_r2": test_r2, "final_loss": float(loss.detach())}
-    if val is not None:
-        scores |= {"val_r2": best[0], "best_step": best[1], "stopped_step": step}
-    if curve:
-        scores["curve"] = history
-    return (scores, model) if return_model else scores
+    def evaluate(m: nn.Module) -> float:
+        val_r2 = score(val.x_test, val.y_test)
+        if curve:
+            history["train_r2"].append(score(train.x_train, train.y_train))
+            history["val_r2"].append(val_r2)
+            history["test_r2"].append(score(train.x_test, train.y_test))
+        return val_r2
+
+    out = fit(
+        model,
+        batches(),
+        lambda m, batch: nn.functional.mse_loss(m(batch[0]).squeeze(-1), batch[1]),
+        optimiser=opt,
+        steps=steps,
+        evaluate=evaluate if val is not None else None,
+        every=eval_every,
+        mode="max",
+        patience=patience,
+        keep_best=True,
+        stop_after=stop_after,
+    )
+    history["step"] = [step for step, _ in out.history] if curve else []
+    return out, history
+
+
+def grid_split(task: str, split: int) -> TabularSplit:
+    """Split ``split`` of a task of chapter 5's resampling grid: a random 332/110 split of the diabetes
+    table, or a fresh draw of 640 training and 1,024 test rows of a synthetic target (frequency 3).
+
+    Example:
+        >>> grid_split("sine", 0).x_train.shape
+        torch.Size([640, 4])
+    """
+    task = check_choice("task", task, ("diabetes", "sine", "chirp", "step"))
+    if task == "diabetes":
+        return diabetes_split(test_fraction=0.25, seed=split)
+    return high_frequency_task(n_train=640, n_test=1024, frequency=3.0, shape=task, seed=split)
+
+
+def first_losses(config: dict, seed: int, n: int = 20, *, task: str, model: str, lr: float, **unit) -> list[float]:
+    """The first ``n`` training losses of one fit of chapter 5's resampling grid, as it trained them.
+
+    Args:
+        config: the grid's ``"config"`` (``steps``, ``eval_every``, ``patience`` and, for
+            the diabetes search, ``validation``), as in ``tabular_*.json``.
+        seed: the row's ``split`` (the grid seeds every fit with its split).
+        n: how many losses.
+        task, model, lr: unit keys of a row (``task`` one of ``"diabetes"``, ``"sine"``,
+            ``"chirp"``, ``"step"``; ``model`` a name of :func:`value_embedding_configs`);
+            optional unit keys ``sigma``, ``n_bins`` (the grid's defaults: 0.1 and 8 for
+            diabetes, 1.0 and 16 otherwise), ``stage`` (``"refit"``: no validation rows,
+            bins from all training rows) and ``split`` (must equal ``seed``). Other keys
+            of a row (scores, ``candidate``, ``curve``) are ignored.
+
+    Example:
+        >>> cfg = {"steps": 3000, "eval_every": 25, "patience": 20}
+        >>> len(first_losses(cfg, 0, 3, task="sine", model="MLP", lr=0.01))
+        3
+    """
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    if unit.get("split", seed) != seed:
+        raise ValueError(f"split must equal seed={seed} (the grid seeds a fit with its split), got {unit['split']}")
+    data = grid_split(task, seed)
+    diabetes = task == "diabetes"
+    sigma = unit.get("sigma") or (0.1 if diabetes else 1.0)
+    n_bins = unit.get("n_bins") or (8 if diabetes else 16)
+    validation = None if unit.get("stage") == "refit" else (config.get("validation") or int(round(0.2 * data.x_train.shape[0])))
+    fit_rows = data if validation is None else validation_split(data, validation)
+    makers = value_embedding_configs(fit_rows, sigma=sigma, n_bins=n_bins)
+    make = makers[check_choice("model", model, tuple(makers))]
+    train, val = _split_validation(data, validation)
+    net = _build(make, train, data, seed)
+    out, _ = _fit(net, train, val, seed, config["steps"], lr, 1e-4, None, config.get("eval_every", 10),
+                  config.get("patience"), False, stop_after=check_int("n", n))
+    return out.train_loss
 
 
 def run_seeds(

@@ -14,16 +14,16 @@ scheme is scored on the same sequences.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from .._checks import check_choice, check_int
+from .engine import FitResult, TrialConfig, fit, seeded
 from .models import SCHEMES, PositionalTransformer, count_parameters, random_positions
 from .results import acc_key, pos_key, summarize
 from .tasks import TASKS, first_scored, make_task_batch
@@ -59,33 +59,14 @@ def beyond_key(factor: int) -> str:
     return f"beyond_{check_int('factor', factor)}x"
 
 
-@contextlib.contextmanager
-def seeded(seed: int) -> Iterator[None]:
-    """Run the block with torch's global generator seeded by ``seed``, then restore it.
-
-    The one seeding policy of the book's training loops: whatever they draw from the
-    global generator (initial weights) is fixed by ``seed``, and the caller's random
-    state is left exactly as it was, so a notebook cell after a run draws the same
-    numbers whether or not the run happened. A notebook that wants its own random
-    numbers seeds them itself.
-
-    Example:
-        >>> with seeded(0):
-        ...     a = torch.rand(1)
-        >>> with seeded(0):
-        ...     b = torch.rand(1)
-        >>> bool(a == b)
-        True
-    """
-    seed = check_int("seed", seed, minimum=0)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        yield
-
-
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(TrialConfig):
     """Settings shared by all runs of an experiment (the scheme, task and seed vary).
+
+    The defaults are the protocol of chapter 6's grid (``experiments/results/alternatives.json``,
+    ``"config"``): a budget of 12,000 steps with 100 steps of warm-up, scored every 200
+    steps, stopped after 4 scores without a gain of 0.005; the grid chose ``lr`` per
+    (task, scheme, variant) from 1e-3, 3e-3 and 1e-2.
 
     Attributes:
         train_len: sequence length during training (task tokens, without the BOS token).
@@ -111,10 +92,10 @@ class RunConfig:
 
     train_len: int = 16
     eval_factors: tuple[int, ...] = (1, 2, 4)
-    steps: int = 300
+    steps: int = 12000
     batch_size: int = 32
     lr: float = 3e-3
-    warmup: int = 0
+    warmup: int = 100
     vocab_size: int = 16
     d_model: int = 32
     n_heads: int = 4
@@ -123,13 +104,13 @@ class RunConfig:
     index: int | None = None
     bos: bool = False
     eval_size: int = 256
-    eval_every: int = 0
-    patience: int = 5
+    eval_every: int = 200
+    patience: int = 4
     min_delta: float = 0.005
     dtype: str = "float32"
     extra: dict = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
         for name in ("train_len", "steps", "batch_size", "vocab_size", "d_model", "n_heads", "n_layers", "eval_size"):
             check_int(name, getattr(self, name))
         for name in ("warmup", "eval_every", "patience"):
@@ -149,10 +130,6 @@ class RunConfig:
         check_choice("dtype", self.dtype, ("float32", "float64"))
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads must divide d_model={self.d_model}, got n_heads={self.n_heads}")
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return torch.float64 if self.dtype == "float64" else torch.float32
 
     def model(self, scheme: str) -> PositionalTransformer:
         """A fresh model with these settings.
@@ -248,29 +225,57 @@ def train_model(
     seed = check_int("seed", seed, minimum=0)
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
+    return _fit(model, task, config, seed, callback=callback).train_loss
+
+
+def _fit(model: nn.Module, task: str, config: RunConfig, seed: int, **hooks) -> FitResult:
+    """Chapter 6's batches (from a generator seeded by ``seed``), loss and warm-up under :func:`~posenc.book.engine.fit`."""
     generator = torch.Generator().manual_seed(seed)
-    optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
+
+    def batches() -> Iterator:
+        while True:
+            yield _batch(task, config.batch_size, config.train_len, config, generator)
+
     warmup = config.warmup
-    model.train()
-    losses = []
-    for step in range(1, config.steps + 1):
-        if warmup:
-            for group in optimiser.param_groups:
-                group["lr"] = config.lr * min(1.0, step / warmup)
-        batch = _batch(task, config.batch_size, config.train_len, config, generator)
-        loss = _masked_loss(model, batch, generator)
-        if not torch.isfinite(loss):
-            raise ValueError(f"the training loss became {loss.item()} at step {step} (lr={config.lr}); lower lr")
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        losses.append(loss.item())
-        if callback is not None:
-            stop = callback(step, model)
-            model.train()
-            if stop:
-                break
-    return losses
+    return fit(
+        model,
+        batches(),
+        lambda m, batch: _masked_loss(m, batch, generator),
+        optimiser=torch.optim.Adam(model.parameters(), lr=config.lr),
+        steps=config.steps,
+        schedule=(lambda step: config.lr * min(1.0, step / warmup)) if warmup else None,
+        **hooks,
+    )
+
+
+def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, task: str, **unit) -> list[float]:
+    """The first ``n`` training losses of one trial of chapter 6's grid, exactly as it trained them.
+
+    Args:
+        config: the grid's ``"config"`` (a :meth:`RunConfig.to_dict`, as in
+            ``alternatives.json``); the unit's own settings override it.
+        seed: the trial's seed.
+        n: how many losses.
+        scheme, task: the unit keys of a row; also ``variant`` (``"plain"`` or ``"bos"``)
+            and ``lr``; any other key of :class:`RunConfig` overrides ``config``. Keys
+            that do not change training (``role``) are ignored.
+
+    Example:
+        >>> cfg = RunConfig(batch_size=4).to_dict()
+        >>> len(first_losses(cfg, 0, 3, scheme="rope", task="offset_copy", variant="bos", lr=0.01))
+        3
+    """
+    settings = dict(config)
+    variant = unit.pop("variant", None)
+    if variant is not None:
+        settings["bos"] = check_choice("variant", variant, ("plain", "bos")) == "bos"
+    unit.pop("role", None)
+    settings.update(unit)
+    run = RunConfig.from_dict(settings)
+    n = check_int("n", n)
+    with seeded(seed):
+        model = run.model(check_choice("scheme", scheme, SCHEMES))
+    return _fit(model, check_choice("task", task, TASKS), run, seed, stop_after=n).train_loss
 
 
 @torch.no_grad()
@@ -413,37 +418,36 @@ def run_trial(
     if wanted and max(wanted) > config.steps:
         raise ValueError(f"checkpoints must be steps within the budget config.steps={config.steps}, got {sorted(wanted)}")
     scores: dict[int, dict] = {}
+    periodic: list[dict] = []
     eval_seconds = 0.0
-    best, since_best = -math.inf, 0
 
-    def callback(step: int, model: nn.Module) -> bool:
-        nonlocal eval_seconds, best, since_best
-        periodic = config.eval_every and step % config.eval_every == 0
-        if not (periodic or step in wanted):
-            return False
-        t = time.perf_counter()
-        scores[step] = _score(model, task, config, seed)
-        eval_seconds += time.perf_counter() - t
-        if not periodic:
-            return False
-        acc = scores[step][acc_key(1)]
-        if acc > best + config.min_delta:
-            best, since_best = acc, 0
-        else:
-            since_best += 1
-        return since_best >= config.patience
+    def evaluate(model: nn.Module) -> float:
+        periodic.append(_score(model, task, config, seed))
+        return periodic[-1][acc_key(1)]
+
+    def callback(step: int, model: nn.Module) -> None:
+        nonlocal eval_seconds
+        if step in wanted and not (config.eval_every and step % config.eval_every == 0):
+            t = time.perf_counter()
+            scores[step] = _score(model, task, config, seed)
+            eval_seconds += time.perf_counter() - t
 
     with seeded(seed):
         model = config.model(scheme)
-    start = time.perf_counter()
-    losses = train_model(model, task, config, seed=seed, callback=callback)
-    seconds = time.perf_counter() - start - eval_seconds
+    out = _fit(
+        model, task, config, seed,
+        evaluate=evaluate if config.eval_every else None, every=config.eval_every, at_end=False,
+        mode="max", min_delta=config.min_delta, patience=config.patience, callback=callback,
+    )
+    scores.update({step: s for (step, _), s in zip(out.history, periodic)})
+    seconds = out.seconds - out.eval_seconds - eval_seconds
+    losses = out.train_loss
     steps = len(losses)
     if steps not in scores:
         scores[steps] = _score(model, task, config, seed)
     scores = dict(sorted(scores.items()))
     last = list(scores.values())[-2:]
-    by_patience = bool(config.eval_every) and since_best >= config.patience
+    by_patience = out.stop == "patience"
     result = {
         "scheme": scheme,
         "task": task,
@@ -538,9 +542,7 @@ def score_keys(config: RunConfig) -> list[str]:
 
 def config_dict(config: RunConfig) -> dict:
     """The settings of ``config`` as a plain dict (for saving next to results)."""
-    d = asdict(_check_config(config))
-    d["eval_factors"] = list(d["eval_factors"])
-    return d
+    return _check_config(config).to_dict()
 
 
 def final_rows(saved: dict, *, role: str = "main") -> list[dict]:

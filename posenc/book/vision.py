@@ -24,11 +24,9 @@ is fixed (seed 0) and shared by every run.
 
 from __future__ import annotations
 
-import copy
 import functools
 import math
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -38,6 +36,7 @@ import posenc
 
 from .. import AxialRotaryEmbedding, MixedRotaryEmbedding, SelfAttention, sinusoidal_encoding, sinusoidal_encoding_2d
 from .._checks import check_choice, check_int, check_positive_float
+from .engine import TrialConfig, fit, seeded
 
 __all__ = [
     "VISION_SCHEMES",
@@ -382,8 +381,11 @@ def _sincos_2d_at(pos: np.ndarray, d_model: int) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class VisionConfig:
+class VisionConfig(TrialConfig):
     """One training recipe for every scheme (the one tuning rule of the experiment).
+
+    The defaults are the protocol that ran (``experiments/results/vision_resolution.json``,
+    ``"config"``): AdamW at 2e-3, batches of 128, at most 60 epochs, patience 8.
 
     AdamW at ``lr`` with weight decay ``weight_decay``, batches of ``batch_size``, at most
     ``max_epochs`` epochs; after every epoch the loss on the validation images (at the
@@ -401,16 +403,16 @@ class VisionConfig:
     n_heads: int = 4
     n_layers: int = 2
     d_ff: int = 128
-    lr: float = 1e-3
+    lr: float = 2e-3
     weight_decay: float = 0.05
-    batch_size: int = 64
-    max_epochs: int = 150
-    patience: int = 12
+    batch_size: int = 128
+    max_epochs: int = 60
+    patience: int = 8
     max_zoom: float = 1.6
     dtype: str = "float32"
     n_train: int | None = None
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
         check_int("train_size", self.train_size)
         check_int("patch", self.patch)
         for s in (self.train_size, *self.eval_sizes):
@@ -422,10 +424,6 @@ class VisionConfig:
         check_choice("dtype", self.dtype, ("float32", "float64"))
         if check_positive_float("max_zoom", self.max_zoom) < 1:
             raise ValueError(f"max_zoom must be >= 1, got {self.max_zoom}")
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return torch.float64 if self.dtype == "float64" else torch.float32
 
 
 def _loss_acc(
@@ -452,17 +450,46 @@ def train_vit(scheme: str, seed: int, config: VisionConfig = VisionConfig()) -> 
     seed = check_int("seed", seed, minimum=0)
     if not isinstance(config, VisionConfig):
         raise TypeError(f"config must be a VisionConfig, got {type(config).__name__}")
-    dtype = config.torch_dtype
-    split = digits_split()
-    xs, ys = split["train"]
-    if config.n_train is not None:
-        xs, ys = xs[: config.n_train], ys[: config.n_train]
-    xs = xs.to(dtype)
-    xval = upsample(split["val"][0], config.train_size).to(dtype)
-    yval = split["val"][1]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = TinyViT(
+    xs, ys, xval, yval = _train_data(config)
+    model = _model(scheme, seed, config)
+    out, per_epoch = _fit(model, xs, ys, xval, yval, seed, config)
+    model.eval()
+    history = [v for _, v in out.history]
+    return model, {"val_loss": history, "best_epoch": out.best_step // per_epoch - 1, "epochs": len(history),
+                   "seconds": out.seconds}
+
+
+def _fit(model, xs, ys, xval, yval, seed, config, stop_after=None):
+    """Chapter 8's epochs of zoomed crops, loss and validation loss under :func:`~posenc.book.engine.fit`."""
+    gen = torch.Generator().manual_seed(seed + 1_000_003)
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    per_epoch = math.ceil(len(xs) / config.batch_size)
+
+    def batches():
+        while True:  # an epoch: a permutation drawn when its first batch is asked for
+            order = torch.randperm(len(xs), generator=gen)
+            for i in range(0, len(xs), config.batch_size):
+                idx = order[i : i + config.batch_size]
+                yield random_zoom(xs[idx], config.train_size, config.max_zoom, gen), ys[idx]
+
+    out = fit(
+        model,
+        batches(),
+        lambda m, batch: nn.functional.cross_entropy(m(batch[0]), batch[1]),
+        optimiser=opt,
+        steps=config.max_epochs * per_epoch,
+        evaluate=lambda m: _loss_acc(m, xval, yval)[0],
+        every=per_epoch,
+        patience=config.patience,
+        keep_best=True,
+        stop_after=stop_after,
+    )
+    return out, per_epoch
+
+
+def _model(scheme: str, seed: int, config: VisionConfig) -> TinyViT:
+    with seeded(seed):
+        return TinyViT(
             scheme,
             train_grid=config.train_size // config.patch,
             patch=config.patch,
@@ -470,30 +497,39 @@ def train_vit(scheme: str, seed: int, config: VisionConfig = VisionConfig()) -> 
             n_heads=config.n_heads,
             n_layers=config.n_layers,
             d_ff=config.d_ff,
-        ).to(dtype)
-    gen = torch.Generator().manual_seed(seed + 1_000_003)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    best, best_state, best_epoch, history = math.inf, None, -1, []
-    t0 = time.perf_counter()
-    for epoch in range(config.max_epochs):
-        model.train()
-        order = torch.randperm(len(xs), generator=gen)
-        for i in range(0, len(xs), config.batch_size):
-            idx = order[i : i + config.batch_size]
-            batch = random_zoom(xs[idx], config.train_size, config.max_zoom, gen)
-            loss = nn.functional.cross_entropy(model(batch), ys[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        val_loss, _ = _loss_acc(model, xval, yval)
-        history.append(val_loss)
-        if val_loss < best:
-            best, best_epoch, best_state = val_loss, epoch, copy.deepcopy(model.state_dict())
-        elif epoch - best_epoch >= config.patience:
-            break
-    model.load_state_dict(best_state)
-    model.eval()
-    return model, {"val_loss": history, "best_epoch": best_epoch, "epochs": len(history), "seconds": time.perf_counter() - t0}
+        ).to(config.torch_dtype)
+
+
+def _train_data(config: VisionConfig):
+    split = digits_split()
+    xs, ys = split["train"]
+    if config.n_train is not None:
+        xs, ys = xs[: config.n_train], ys[: config.n_train]
+    xval = upsample(split["val"][0], config.train_size).to(config.torch_dtype)
+    return xs.to(config.torch_dtype), ys, xval, split["val"][1]
+
+
+def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, **unit) -> list[float]:
+    """The first ``n`` training losses of one run of chapter 8's grid, exactly as it trained them.
+
+    Args:
+        config: the grid's ``"config"`` (a :meth:`VisionConfig.to_dict`, as in
+            ``vision_resolution.json``).
+        seed: the run's seed.
+        n: how many losses.
+        scheme: the unit key of a row (one of :data:`VISION_SCHEMES`); the row's other
+            keys (scores, epochs) do not change training and are ignored.
+
+    Example:
+        >>> len(first_losses(VisionConfig(n_train=64, d_model=16, d_ff=16).to_dict(), 0, 2, scheme="none"))
+        2
+    """
+    cfg = VisionConfig.from_dict(config)
+    scheme = check_choice("scheme", scheme, VISION_SCHEMES)
+    n = check_int("n", n)
+    xs, ys, xval, yval = _train_data(cfg)
+    model = _model(scheme, seed, cfg)
+    return _fit(model, xs, ys, xval, yval, seed, cfg, stop_after=n)[0].train_loss
 
 
 def evaluate_vit(model: TinyViT, size: int, *, split: str = "test", interpolate: bool = False) -> tuple[float, float]:
@@ -535,9 +571,7 @@ def run_vision_trial(scheme: str, seed: int, config: VisionConfig = VisionConfig
 
 def config_dict(config: VisionConfig) -> dict:
     """The config as a JSON-ready dict."""
-    d = asdict(config)
-    d["eval_sizes"] = list(d["eval_sizes"])
-    return d
+    return config.to_dict()
 
 
 def transformers_rope_index(segments, *, spatial_merge_size: int = 2) -> torch.Tensor:
