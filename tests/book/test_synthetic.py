@@ -1,0 +1,262 @@
+"""Chapter 6's fixed-budget grid: the new tasks, drawn lengths, floors, one trial, and the verdict statistics."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from posenc.book import synthetic as S
+from posenc.book import tasks as T
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def test_pointer_tasks_draw_what_they_drew_before():
+    # the saved grid's sequences: the same generator calls as before the new tasks
+    for task in T.TASKS:
+        b = T.make_task_batch(task, 8, 20, generator=_gen(3))
+        assert torch.equal(b.inputs, torch.randint(0, 16, (8, 20), generator=_gen(3)))
+
+
+def _reference_targets(task: str, x: list[int], vocab: int) -> list[int | None]:
+    """Targets by the task's words, position by position (None: not scored)."""
+    out: list[int | None] = []
+    for t in range(len(x)):
+        if task == "associative_recall":
+            key_pos = t % 2 == 0
+            earlier = [x[s + 1] for s in range(0, t, 2) if x[s] == x[t]]
+            value = x[t + 1] if t + 1 < len(x) else None
+            out.append((earlier[-1] if value is None else value) if key_pos and earlier else None)
+        elif task == "latest_marker":
+            marks = [s for s in range(t + 1) if x[s] == vocab - 1]
+            out.append(x[marks[-1] + 1] if marks and marks[-1] + 1 < t else None)
+        elif task == "separator_copy":
+            n = x.index(vocab - 1)
+            out.append(x[t + 1] if n <= t < 2 * n else None)
+    return out
+
+
+@pytest.mark.parametrize("task", T.NEW_TASKS)
+def test_new_tasks_match_their_definition(task):
+    b = T.make_task_batch(task, 64, 15, generator=_gen(1))
+    for i in range(64):
+        ref = _reference_targets(task, b.inputs[i].tolist(), 16)
+        got = [int(y) if m else None for y, m in zip(b.targets[i].tolist(), b.mask[i].tolist())]
+        assert got == ref, (task, i)
+    assert b.mask.any()
+
+
+def test_recall_values_are_fixed_per_key_and_disjoint_from_keys():
+    b = T.make_task_batch("associative_recall", 32, 40, generator=_gen(2))
+    keys, values = b.inputs[:, 0::2], b.inputs[:, 1::2]
+    assert int(keys.max()) < 8 <= int(values.min())
+    for i in range(32):
+        seen = {}
+        for k, v in zip(keys[i].tolist(), values[i].tolist()):
+            assert seen.setdefault(k, v) == v
+
+
+def test_marker_never_twice_in_a_row_and_rate():
+    b = T.make_task_batch("latest_marker", 256, 64, generator=_gen(4))
+    m = b.inputs == 15
+    assert not (m[:, 1:] & m[:, :-1]).any()
+    assert 0.15 < m.double().mean().item() < 0.25
+
+
+def test_lengths_mask_the_filler_and_set_the_copy_length():
+    lengths = torch.tensor([1, 5, 9, 16])
+    b = T.make_task_batch("separator_copy", 4, 16, generator=_gen(5), lengths=lengths)
+    for i, m in enumerate(lengths.tolist()):
+        n = (m - 1) // 2
+        assert b.mask[i].nonzero().flatten().tolist() == list(range(n, 2 * n))
+        if n:
+            assert int(b.inputs[i, n]) == 15
+    c = T.make_task_batch("offset_copy", 4, 16, generator=_gen(5), lengths=lengths)
+    assert c.mask.sum(dim=1).tolist() == [0, 2, 6, 13]
+
+
+def test_draw_lengths_ranges():
+    n = T.draw_lengths("latest_marker", 4000, 16, generator=_gen(0))
+    assert int(n.min()) == T.min_length("latest_marker") == 3 and int(n.max()) == 16
+    assert set(T.draw_lengths("offset_copy", 4000, 16, generator=_gen(0)).tolist()) == set(range(4, 17))
+    c = T.draw_lengths("separator_copy", 4000, 16, generator=_gen(0))
+    assert set(c.tolist()) == {3, 5, 7, 9, 11, 13, 15}
+
+
+def test_bos_shifts_new_tasks():
+    a = T.make_task_batch("latest_marker", 4, 12, generator=_gen(6))
+    b = T.make_task_batch("latest_marker", 4, 12, generator=_gen(6), bos=True)
+    assert torch.equal(b.inputs[:, 1:], a.inputs) and bool((b.inputs[:, 0] == 16).all()) and not b.mask[:, 0].any()
+
+
+def test_floors():
+    b = T.make_task_batch("far_retrieve", 2048, 16, generator=_gen(0))
+    acc = T.trivial_accuracy(b, "far_retrieve")
+    assert acc["floor"][12] == 1.0 and math.isnan(acc["floor"][0])
+    assert np.nanmin(acc["floor"] - acc["uniform"]) >= 0
+    assert 0.35 < T.chance_floor("far_retrieve", 16) < 0.45  # not 1/16: its own index is a quarter of the scored tokens
+    for task in T.ALL_TASKS:
+        low, high = T.target_ids(task)
+        assert T.chance_floor(task, 64, start=16, size=512) >= 1 / (high - low) - 1e-9
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: T.make_task_batch("nope", 2, 8), "task"),
+        (lambda: T.make_task_batch("associative_recall", 2, 8, vocab_size=3), "vocab_size"),
+        (lambda: T.make_task_batch("separator_copy", 2, 2), "length"),
+        (lambda: T.make_task_batch("latest_marker", 2, 8, lengths=torch.tensor([1])), "lengths"),
+        (lambda: T.make_task_batch("latest_marker", 2, 8, lengths=torch.tensor([0, 3])), "lengths"),
+        (lambda: T.make_task_batch("latest_marker", 2, 8, lengths=torch.tensor([1.0, 3.0])), "lengths"),
+        (lambda: T.make_task_batch("latest_marker", 2, 8, lengths=torch.tensor([9, 3])), "lengths"),
+        (lambda: T.draw_lengths("separator_copy", 2, 2), "max_length"),
+        (lambda: T.draw_lengths("latest_marker", 2, 8, generator=3), "generator"),
+        (lambda: T.trivial_accuracy("batch", "offset_copy"), "batch"),
+        (lambda: T.chance_floor("offset_copy", 16, start=16), "start"),
+        (lambda: T.chance_floor("far_retrieve", 32, start=0, size=0), "size"),
+        (lambda: T.target_ids("nope"), "task"),
+        (lambda: T.min_length("nope"), "task"),
+    ],
+)
+def test_task_bad_input_names_the_argument(call, name):
+    with pytest.raises((TypeError, ValueError), match=name):
+        call()
+
+
+# --------------------------------------------------------------------------- one trial
+
+SMALL = S.GridProtocol(steps=6, loss_every=2, score_every=3, eval_size=8, heldout_size=8, batch_size=8, warmup=2)
+
+
+def test_randomized_positions_per_length_and_same_tokens_for_every_scheme():
+    p = S.GridProtocol()
+    x, y, m, pos = S.grid_batch("latest_marker", "randomized", p, False, 64, 16, _gen(0), _gen(9), draw=True)
+    x2, y2, m2, none = S.grid_batch("latest_marker", "rope", p, False, 64, 16, _gen(0), _gen(1), draw=True)
+    assert torch.equal(x, x2) and torch.equal(m, m2) and none is None
+    lengths = T.draw_lengths("latest_marker", 64, 16, generator=_gen(0))
+    for i, n in enumerate(lengths.tolist()):
+        row = pos[i, :n]
+        assert bool((row.diff() > 0).all()) and int(row.max()) < 256
+    # the spacing follows the sequence's own length: short sequences are spread thinly
+    short = [pos[i, : n].diff().double().mean().item() for i, n in enumerate(lengths.tolist()) if 2 <= n <= 4]
+    long = [pos[i, : n].diff().double().mean().item() for i, n in enumerate(lengths.tolist()) if n >= 14]
+    assert np.mean(short) > 2 * np.mean(long)
+
+
+def test_trial_is_deterministic_and_its_best_is_the_lowest_heldout_loss():
+    a = S.run_grid_trial("separator_copy", "randomized", "bos", 1, 3e-3, SMALL)
+    b = S.run_grid_trial("separator_copy", "randomized", "bos", 1, 3e-3, SMALL)
+    assert a["losses"] == b["losses"]
+    np.testing.assert_equal(a["final"], b["final"])  # nan (unscored positions) equal to nan
+    steps, losses = zip(*a["heldout"])
+    assert steps == (2, 4, 6) and a["best_step"] == steps[int(np.argmin(losses))]
+    assert [t["steps"] for t in a["trajectory"]] == [3, 6]
+    assert a["length_rule"] == "uniform" and len(a["final"]["pos_4x"]) == 64
+
+
+def test_trial_rows_carry_the_protocol_fields():
+    rows = S.trial_rows(S.run_grid_trial("offset_copy", "alibi", "plain", 0, 1e-2, SMALL))
+    kinds = [r["checkpoint"] for r in rows]
+    assert kinds == ["trajectory", "trajectory", "best", "final"]
+    for r in rows:
+        for k in ("task", "scheme", "variant", "role", "seed", "lr", "steps", "acc_1x", "beyond_2x", "beyond_4x",
+                  "final", "stop", "length_rule"):
+            assert k in r
+    assert rows[-1]["final"] and rows[-1]["stop"] == "budget" and rows[2]["stop"] == "best_heldout_loss"
+    assert sum(r["final"] for r in rows) == 1 and "pos_4x" in rows[2] and "pos_4x" not in rows[0]
+    assert "pos_1x" not in rows[-1] and len(rows[-1]["heldout"]) == 3
+
+
+def test_grid_schemes_exclude_learned_and_protocol_checks():
+    assert "learned" not in S.GRID_SCHEMES and len(S.GRID_SCHEMES) == 7
+    with pytest.raises(ValueError, match="scheme"):
+        S.run_grid_trial("offset_copy", "learned", "plain", 0, 1e-3, SMALL)
+    with pytest.raises(ValueError, match="variant"):
+        S.run_grid_trial("offset_copy", "rope", "both", 0, 1e-3, SMALL)
+    with pytest.raises(TypeError, match="protocol"):
+        S.run_grid_trial("offset_copy", "rope", "plain", 0, 1e-3, {"steps": 3})
+    with pytest.raises(ValueError, match="eval_factors"):
+        S.GridProtocol(eval_factors=(2, 4))
+    with pytest.raises(TypeError, match="lrs"):
+        S.GridProtocol(lrs=[1e-3])
+    assert "U(1, train_len)" in S.LENGTH_RULE
+    assert S.GridProtocol.from_dict(S.GridProtocol().to_dict()) == S.GridProtocol()
+
+
+def test_first_losses_are_the_trials_first_losses():
+    trial = S.run_grid_trial("associative_recall", "t5", "plain", 2, 3e-3, SMALL)
+    again = S.first_losses(SMALL.to_dict(), 2, 4, task="associative_recall", scheme="t5", variant="plain", lr=3e-3)
+    assert again == trial["losses"][:4]
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def test_wilson_interval_known_values():
+    lo, hi = S.wilson_interval(0, 4)
+    assert lo == 0.0 and hi == pytest.approx(0.4899, abs=1e-4)
+    lo, hi = S.wilson_interval(5, 10)
+    assert (lo, hi) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    with pytest.raises(ValueError, match="k"):
+        S.wilson_interval(5, 4)
+
+
+def test_bootstrap_interval():
+    assert all(math.isnan(v) for v in S.bootstrap_interval([0.5]))
+    assert S.bootstrap_interval([0.3, 0.3, 0.3]) == (0.3, 0.3)
+    lo, hi = S.bootstrap_interval([0.0, 1.0] * 10)
+    assert lo < 0.5 < hi
+    with pytest.raises(TypeError, match="values"):
+        S.bootstrap_interval("abc")
+
+
+def test_fit_and_extrapolation_labels():
+    assert S.fit_label([0.5, 0.6])["label"] == "fails"
+    f = S.fit_label([1.0, 0.99, 0.2, 1.0])
+    assert (f["k"], f["n"], f["label"]) == (3, 4, "split")
+    # retention counts only the seeds that fit: the failing seed's 0.0 is left out
+    e = S.extrapolation_label([1.0, 1.0, 0.3], [0.95, 0.97, 0.0], 0.1)
+    assert e["n"] == 2 and e["label"] == "holds" and e["per_seed"] == [0.95, 0.97]
+    assert S.extrapolation_label([1.0] * 4, [0.12, 0.11, 0.13, 0.12], 0.1)["label"] == "floor"
+    assert S.extrapolation_label([0.5] * 4, [0.9] * 4, 0.1)["label"] == "not fit"
+    assert S.extrapolation_label([1.0] * 2, [None, math.nan], 0.1)["label"] == "cannot run"
+    assert S.extrapolation_label([1.0] * 4, [0.5, 0.55, 0.6, 0.5], 0.1)["label"] == "degrades"
+    u = S.extrapolation_label([1.0] * 4, [1.0, 1.0, 1.0, 0.5], 0.1)
+    assert u["uncertain"] and u["label"].startswith("uncertain")
+    with pytest.raises(ValueError, match="one value per seed"):
+        S.extrapolation_label([1.0], [0.5, 0.5], 0.1)
+
+
+def test_group_verdict_at_2x_and_4x():
+    rows = [{"acc_1x": 1.0, "beyond_2x": 0.95, "beyond_4x": 0.5 + 0.01 * i} for i in range(4)]
+    v = S.group_verdict(rows, {"beyond_2x": 0.15, "beyond_4x": 0.15})
+    assert v["beyond_2x"]["label"] == "holds" and v["beyond_4x"]["label"] == "degrades"
+    with pytest.raises(ValueError, match="floors"):
+        S.group_verdict(rows, {"beyond_2x": 0.1})
+
+
+def test_comparisons_and_trajectory_rules():
+    assert S.permutation_p([1, 1, 1, 1], [0, 0, 0, 0]) < 0.05
+    assert S.best_or_indistinguishable({"a": [0.9, 0.5], "b": [0.8, 0.6]})["claim"] == "indistinguishable"
+    assert S.horizon([1.0] * 70, 16) == 70
+    assert S.horizon([1.0] * 16 + [math.nan, 0.5], 16) == 17
+    assert not S.unstable([{"acc_1x": 0.5, "beyond_4x": b} for b in (0.1, 0.9, 0.1, 0.9)])
+    assert not S.still_improving([[2000, 0.1]])
+    band = S.lr_band([{"lr": 0.01, "seed": 0, "acc_1x": 0.2, "heldout_loss": 0.5, "beyond_4x": 0.1},
+                      {"lr": 0.001, "seed": 0, "acc_1x": 1.0, "heldout_loss": 0.9, "beyond_4x": 0.7}])
+    assert band["chosen"] == 0.001 and band["fitting"] == [0.001] and band["band"] == (0.7, 0.7)
+
+
+def test_task_floors_keys():
+    f = S.task_floors("offset_copy", S.GridProtocol(eval_factors=(1, 2, 4)))
+    assert sorted(f) == ["acc_1x", "beyond_2x", "beyond_4x"]
+    assert all(1 / 16 <= v < 0.3 for v in f.values())
