@@ -1,19 +1,33 @@
-"""Results of the book's runs: their keys, their summary, and the JSON files that hold them.
+"""Results of the book's runs: their keys, their summary, their provenance, the JSON files
+that hold them and the harness that runs the scripts of ``experiments/``.
 
-Every number a chapter reports over several runs goes through :func:`summarize` (mean,
-sample standard deviation, count), and every saved experiment is read and written by
-:func:`read_results` / :func:`write_results`, so that the format of
-``experiments/results/*.json`` is defined in one place: a dict with ``"rows"`` (a list of
-flat dicts, one per trial and checkpoint) and any further metadata (``"config"``,
-``"command"``, ...).
+- :func:`summarize` (mean, sample standard deviation, count and an interval: one sd, a 95 %
+  t-interval or a bootstrap interval) and :func:`paired_difference` (two methods on the same
+  seeds or splits) are the laboratory's aggregation over runs.
+- :func:`read_results` / :func:`write_results` define the format of
+  ``experiments/results/*.json`` in one place: a dict with ``"rows"`` (a list of flat dicts,
+  one per trial and checkpoint) and further metadata (``"protocol"``, ``"provenance"``,
+  ``"fingerprint"``, ...), written atomically.
+- :func:`provenance` says where a result was computed (git commit, versions, machine,
+  threads, core-hours).
+- :class:`Experiment` runs a plan of units in packs, skips the units already saved,
+  saves (and optionally commits) after every pack, stops before a time budget, and prints a
+  progress line per pack.
+
+This module imports no chapter module: the chapters and the scripts import it.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,14 +36,22 @@ from .._checks import check_int
 from .resources import DATA_DIR, resource_path
 
 __all__ = [
+    "Experiment",
+    "Summary",
     "acc_key",
+    "loss_fingerprint",
+    "paired_difference",
     "pos_key",
+    "provenance",
     "read_results",
     "summarize",
     "summarize_trials",
     "to_numpy",
     "write_results",
 ]
+
+INTERVALS = ("sd", "t95", "bootstrap")
+BOOTSTRAP_RESAMPLES = 10_000
 
 
 def acc_key(factor: int) -> str:
@@ -90,34 +112,156 @@ def _values(values: object) -> list[float]:
     return [float(v) for v in arr.ravel() if not math.isnan(float(v))]
 
 
-def summarize(values: Iterable[float] | Mapping[str, Iterable[float]]):
-    """Mean, sample standard deviation (``ddof=1``) and count of a set of runs.
+class Summary(tuple):
+    """``(mean, sd, n)`` of a set of runs, with the ``interval`` that :func:`summarize` was asked for.
 
-    ``None`` and ``nan`` entries (a run that could not produce the value) are left out
-    and not counted. With fewer than two values the standard deviation is ``nan``: one
-    run says nothing about the spread. A mapping ``{name: values}`` gives
-    ``{name: (mean, std, n)}``.
+    A tuple of three, so ``mean, sd, n = summarize(values)`` unpacks it; the fields are also
+    attributes, and ``interval`` is ``(low, high)`` of the kind named by ``kind``.
+
+    Example:
+        >>> s = Summary(0.6, 0.1, 2, (0.5, 0.7), "sd")
+        >>> s.mean, s.n, s.interval
+        (0.6, 2, (0.5, 0.7))
+    """
+
+    def __new__(cls, mean: float, sd: float, n: int, interval: tuple[float, float], kind: str):
+        self = super().__new__(cls, (mean, sd, n))
+        self.interval = interval
+        self.kind = kind
+        return self
+
+    def __getnewargs__(self):  # copy and pickle
+        return (*self, self.interval, self.kind)
+
+    @property
+    def mean(self) -> float:
+        return self[0]
+
+    @property
+    def sd(self) -> float:
+        return self[1]
+
+    @property
+    def n(self) -> int:
+        return self[2]
+
+    def __repr__(self) -> str:
+        return f"Summary(mean={self[0]!r}, sd={self[1]!r}, n={self[2]!r}, interval={self.interval!r}, kind={self.kind!r})"
+
+
+def _t_quantile(df: int, q: float = 0.975) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(q, df))
+
+
+def _bootstrap_mean(vals: np.ndarray, *, resamples: int, seed: int) -> tuple[float, float]:
+    """Percentile 95 % interval of the mean of ``vals`` over ``resamples`` resamples (fixed seed)."""
+    rng = np.random.default_rng(seed)
+    means = vals[rng.integers(0, vals.size, size=(resamples, vals.size))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(low), float(high)
+
+
+def _interval(vals: list[float], mean: float, sd: float, kind: str, seed: int) -> tuple[float, float]:
+    n = len(vals)
+    if kind == "sd":
+        return (mean - sd, mean + sd) if n > 1 else (math.nan, math.nan)
+    if n < 2:
+        return (math.nan, math.nan)
+    if kind == "t95":
+        half = _t_quantile(n - 1) * sd / math.sqrt(n)
+        return mean - half, mean + half
+    return _bootstrap_mean(np.asarray(vals), resamples=BOOTSTRAP_RESAMPLES, seed=seed)
+
+
+def _check_interval(interval: object) -> str:
+    if not isinstance(interval, str) or interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {INTERVALS}, got {interval!r}")
+    return interval
+
+
+def summarize(values: Iterable[float] | Mapping[str, Iterable[float]], *, interval: str = "sd", seed: int = 0):
+    """Mean, sample standard deviation (``ddof=1``), count and an interval of a set of runs.
+
+    The laboratory's one aggregation over seeds, splits or draws. ``None`` and ``nan``
+    entries (a run that could not produce the value) are left out and not counted. With
+    fewer than two values the standard deviation and the interval are ``nan``: one run says
+    nothing about the spread. A mapping ``{name: values}`` gives ``{name: Summary}``.
+
+    Args:
+        values: numbers (a list, array or tensor; ``None``/``nan`` for a missing run).
+        interval: ``"sd"`` (mean +- one sd), ``"t95"`` (the 95 % t-interval of the mean,
+            ``n - 1`` degrees of freedom) or ``"bootstrap"`` (the 95 % percentile interval of
+            the mean over 10,000 resamples of the values, drawn with ``seed``).
+        seed: the bootstrap's seed (the interval is a fixed function of the values).
 
     Returns:
-        ``(mean, std, n)`` as Python floats and an int; ``(nan, nan, 0)`` for no value.
+        a :class:`Summary`: ``(mean, sd, n)`` as Python floats and an int, with
+        ``.interval = (low, high)``; ``(nan, nan, 0)`` for no value.
 
     Raises:
         TypeError: ``values`` is not an iterable of numbers (a string, a scalar, ``None``).
-        ValueError: a value is infinite.
+        ValueError: a value is infinite, or ``interval`` is not one of the three.
 
     Example:
-        >>> summarize([0.5, 0.7, None])
+        >>> mean, sd, n = summarize([0.5, 0.7, None])
+        >>> mean, sd, n
         (0.6, 0.14142135623730948, 2)
-        >>> summarize({"a": [1.0]})
-        {'a': (1.0, nan, 1)}
+        >>> round(summarize([1.0, 2.0, 3.0], interval="t95").interval[1], 3)
+        4.484
+        >>> summarize({"a": [1.0]})["a"].n
+        1
     """
+    interval = _check_interval(interval)
     if isinstance(values, Mapping):
-        return {name: summarize(v) for name, v in values.items()}
+        return {name: summarize(v, interval=interval, seed=seed) for name, v in values.items()}
     vals = _values(values)
     n = len(vals)
     mean = sum(vals) / n if n else math.nan
-    std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1)) if n > 1 else math.nan
-    return mean, std, n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1)) if n > 1 else math.nan
+    return Summary(mean, sd, n, _interval(vals, mean, sd, interval, seed), interval)
+
+
+def paired_difference(a: object, b: object, *, seed: int = 0) -> dict[str, object]:
+    """The mean of the paired differences ``a[i] - b[i]`` with its 95 % t and bootstrap intervals.
+
+    ``a[i]`` and ``b[i]`` are two methods' scores on the same seed (or split, or draw):
+    pairing removes what the seed does to both. Pairs with a missing value (``None`` or
+    ``nan`` on either side) are left out. An interval that contains 0 means the data cannot
+    tell the two apart.
+
+    Returns:
+        ``{"mean", "sd", "n", "t95": (low, high), "bootstrap": (low, high),
+        "a_lower": k}``: ``a_lower`` counts the pairs with ``a[i] < b[i]`` (an ordering that
+        holds seed by seed has ``a_lower == n`` or ``0``).
+
+    Raises:
+        TypeError: ``a`` or ``b`` is not a sequence of numbers.
+        ValueError: different lengths, or an infinite value.
+
+    Example:
+        >>> d = paired_difference([2.0, 2.2, 2.4], [2.5, 2.6, 2.8])
+        >>> round(d["mean"], 3), d["n"], d["a_lower"]
+        (-0.433, 3, 3)
+    """
+    pairs = []
+    for name, v in (("a", a), ("b", b)):
+        if isinstance(v, (str, bytes, Mapping)) or not isinstance(v, Iterable):
+            raise TypeError(f"{name} must be a sequence of numbers (None or nan for a missing run), got {type(v).__name__}")
+        arr = to_numpy([math.nan if x is None else x for x in v] if isinstance(v, (list, tuple)) else v).ravel()
+        if np.isinf(arr).any():
+            raise ValueError(f"{name} must hold finite numbers (None or nan for a missing run)")
+        pairs.append(arr)
+    x, y = pairs
+    if x.shape != y.shape:
+        raise ValueError(f"a and b must have the same length (one value per seed), got {x.size} and {y.size}")
+    keep = ~(np.isnan(x) | np.isnan(y))
+    diff = (x - y)[keep]
+    s = summarize(diff, interval="t95")
+    boot = _interval(diff.tolist(), s.mean, s.sd, "bootstrap", seed) if s.n > 1 else (math.nan, math.nan)
+    return {"mean": s.mean, "sd": s.sd, "n": s.n, "t95": s.interval, "bootstrap": boot,
+            "a_lower": int((x[keep] < y[keep]).sum())}
 
 
 def summarize_trials(
@@ -137,12 +281,12 @@ def summarize_trials(
         by: the fields that name a group.
 
     Returns:
-        ``{(task, scheme): {key: (mean, std, n)}}`` (tuples of the ``by`` fields), in the
+        ``{(task, scheme): {key: Summary}}`` (tuples of the ``by`` fields), in the
         order the rows first name them.
 
     Example:
         >>> rows = [{"task": "t", "scheme": "s", "acc_1x": a} for a in (0.5, 0.7)]
-        >>> summarize_trials(rows, keys=("acc_1x",))[("t", "s")]["acc_1x"]
+        >>> summarize_trials(rows, keys=("acc_1x",))[("t", "s")]["acc_1x"][:]
         (0.6, 0.14142135623730948, 2)
     """
     _check_rows(rows)
@@ -232,3 +376,333 @@ def write_results(path: str | Path, rows: list[dict], **metadata: object) -> Non
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- provenance
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _git(*args: str) -> str | None:
+    if not (REPO / ".git").exists():  # an installed copy, not a checkout
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance(*, core_hours: float | None = None) -> dict:
+    """Where and with what a result is computed: the git commit, the versions, the machine.
+
+    Args:
+        core_hours: the CPU time the caller spent (summed over its processes), or ``None``.
+
+    Returns:
+        ``{"commit", "dirty", "date", "python", "torch", "numpy", "posenc", "machine",
+        "threads", "core_hours"}``; ``commit`` is the full sha of ``HEAD`` of the checkout
+        the package is imported from (``None`` when it is not imported from a git checkout),
+        ``dirty`` whether tracked files differ from it; ``machine`` holds ``platform``,
+        ``processor`` and ``cpus``; ``threads`` is torch's intra-op thread count.
+
+    Example:
+        >>> p = provenance(core_hours=0.5)
+        >>> sorted(p["machine"]), p["core_hours"]
+        (['cpus', 'platform', 'processor'], 0.5)
+    """
+    import torch
+
+    from .. import __version__
+
+    if core_hours is not None:
+        if isinstance(core_hours, bool) or not isinstance(core_hours, (int, float)) or not core_hours >= 0:
+            raise ValueError(f"core_hours must be a non-negative number or None, got {core_hours!r}")
+    commit = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {
+        "commit": commit,
+        "dirty": None if status is None else bool(status),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "posenc": __version__,
+        "machine": {"platform": platform.platform(), "processor": platform.machine(), "cpus": os.cpu_count()},
+        "threads": torch.get_num_threads(),
+        "core_hours": None if core_hours is None else round(float(core_hours), 4),
+    }
+
+
+def loss_fingerprint(
+    first_losses: Callable[..., list[float]],
+    config: Mapping,
+    trials: Sequence[tuple[int, Mapping]],
+    *,
+    n: int = 20,
+    dtype: str | None = None,
+) -> dict:
+    """A results file's reproducibility fingerprint: the first ``n`` training losses of some trials.
+
+    ``first_losses(config, seed, n, **unit)`` is the chapter's function that trains a
+    trial exactly as its experiment did and returns its first ``n`` losses; ``trials`` are
+    ``(seed, unit)`` pairs (one trial per group). ``tests/book/test_fingerprints.py``
+    recomputes every stored fingerprint and fails when the code no longer gives it.
+
+    Returns:
+        ``{"function": "module.name", "config", "n", "dtype", "commit", "trials":
+        [{"seed", "unit", "losses"}]}``; ``dtype`` (default: ``config["dtype"]`` or
+        ``"float32"``) sets the tolerance of the check.
+
+    Example:
+        >>> def first_losses(config, seed, n, *, x):
+        ...     return [float(seed + x + i) for i in range(n)]
+        >>> loss_fingerprint(first_losses, {}, [(0, {"x": 1})], n=3)["trials"][0]["losses"]
+        [1.0, 2.0, 3.0]
+    """
+    if not callable(first_losses):
+        raise TypeError(f"first_losses must be callable, got {type(first_losses).__name__}")
+    n = check_int("n", n)
+    dtype = dtype or (config.get("dtype") if isinstance(config.get("dtype"), str) else None) or "float32"
+    out = []
+    for seed, unit in trials:
+        losses = [float(v) for v in first_losses(dict(config), seed, n, **unit)]
+        out.append({"seed": seed, "unit": dict(unit), "losses": losses})
+    return {
+        "function": f"{first_losses.__module__}.{first_losses.__qualname__}",
+        "config": dict(config),
+        "n": n,
+        "dtype": dtype,
+        "commit": _git("rev-parse", "HEAD"),
+        "trials": out,
+    }
+
+
+# --------------------------------------------------------------------------- the harness
+
+
+def unit_key(unit: object) -> str:
+    """The key under which a unit of a plan is saved: its parts joined by ``":"``.
+
+    Example:
+        >>> unit_key(("main", "rope", 0))
+        'main:rope:0'
+    """
+    parts = unit if isinstance(unit, tuple) else (unit,)
+    if not parts or not all(isinstance(p, (str, int, float)) and not isinstance(p, bool) for p in parts):
+        raise TypeError(f"a unit must be a str, a number or a tuple of them, got {unit!r}")
+    return ":".join(str(p) for p in parts)
+
+
+class Context:
+    """What :class:`Experiment` hands to ``run_unit``: ``quick``, ``log``, and the ``saved`` results so far."""
+
+    def __init__(self, quick: bool, saved: dict, log: Callable[[str], None]):
+        self.quick = quick
+        self.saved = saved
+        self.log = log
+
+
+class Experiment:
+    """Run a plan of units in packs, resumably, saving (and optionally committing) after every pack.
+
+    A script under ``experiments/`` is its protocol, a ``run_unit(unit, ctx)`` that runs one
+    unit (a trial, or a group of evaluations) and returns the lists it adds to the results
+    file (``{"rows": [...], "runs": [...]}``), and ``Experiment(...).main()``. The harness:
+
+    - plans: ``plan`` is a list of units (tuples of str/int) or ``plan(saved)`` returning
+      one, asked again after every unit (a plan may grow as results come in, e.g. seeds at a
+      learning rate chosen by tuning units);
+    - resumes: a unit whose key (:func:`unit_key`) is in the file's ``units`` (or, for a
+      file written before the harness, whose ``done(saved)`` names it) is skipped;
+    - saves atomically after every pack of ``pack`` units (temporary file +
+      ``os.replace``), with ``protocol``, ``provenance`` (this session's, with the core-hours
+      of every unit saved), the ``fingerprint`` that ``fingerprint()`` returns (once per
+      session) and ``metadata`` (a value, or a function of the results); with
+      ``--commit`` it also runs ``git add <file> && git commit`` of that file alone, so a
+      stop loses at most one pack;
+    - stops cleanly: ``--max-minutes M`` starts no unit that its estimate (the mean time of
+      the units run so far) says would end after ``M`` minutes;
+    - ``--quick``: ``run_unit`` gets ``ctx.quick = True`` (a tiny budget), the units of
+      ``quick_plan`` (default: the first unit of the plan) run and nothing is saved;
+    - prints a progress line per pack: units done and left, core-minutes, the estimated
+      time left.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> out = pathlib.Path(tempfile.mkdtemp()) / "squares.json"
+        >>> exp = Experiment("squares", out, lambda u, ctx: {"rows": [{"x": u, "y": u * u}]}, plan=[1, 2, 3], pack=2)
+        >>> exp.main(["--quiet"])
+        0
+        >>> [r["y"] for r in read_results(out)["rows"]]
+        [1, 4, 9]
+    """
+
+    def __init__(
+        self,
+        name: str,
+        path: str | Path,
+        run_unit: Callable[[object, Context], Mapping[str, list]],
+        plan: Sequence[object] | Callable[[dict], Sequence[object]],
+        *,
+        protocol: Mapping | None = None,
+        pack: int = 1,
+        quick_plan: Sequence[object] | None = None,
+        done: Callable[[dict], Iterable[str]] | None = None,
+        fingerprint: Callable[[], dict] | None = None,
+        metadata: Mapping | None = None,
+        setup: Callable[[bool], None] | None = None,
+    ):
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty str, got {name!r}")
+        self.name = name
+        self.path = _check_path(path)
+        if not callable(run_unit):
+            raise TypeError(f"run_unit must be callable, got {type(run_unit).__name__}")
+        self.run_unit = run_unit
+        if not callable(plan) and (isinstance(plan, (str, bytes)) or not isinstance(plan, Sequence)):
+            raise TypeError(f"plan must be a list of units or a function of the saved results, got {type(plan).__name__}")
+        self.plan = plan
+        self.protocol = None if protocol is None else dict(protocol)
+        self.pack = check_int("pack", pack)
+        self.quick_plan = quick_plan
+        self.done = done
+        self.fingerprint = fingerprint
+        self.metadata = dict(metadata or {})
+        self.setup = setup
+        self._fingerprint: dict | None = None
+
+    # -- pieces, usable on their own
+
+    def units(self, saved: dict) -> list[object]:
+        """The plan for the results ``saved`` (a list of units)."""
+        units = list(self.plan(saved) if callable(self.plan) else self.plan)
+        for u in units:
+            unit_key(u)
+        return units
+
+    def done_keys(self, saved: dict) -> set[str]:
+        """The keys of the units already in ``saved``."""
+        keys = {u["key"] for u in saved.get("units", [])}
+        if self.done is not None:
+            keys |= set(self.done(saved))
+        return keys
+
+    def load(self) -> dict:
+        """The saved results (``{"rows": []}`` when there is no file yet); refuses another protocol."""
+        if not self.path.exists():
+            return {"rows": []}
+        saved = read_results(self.path)
+        if self.protocol is not None and saved.get("protocol", self.protocol) != self.protocol:
+            raise SystemExit(f"{self.path} was made with another protocol; move it away to start afresh")
+        return saved
+
+    def save(self, saved: dict, *, session: dict, message: str | None = None) -> None:
+        """Write ``saved`` atomically with protocol, provenance and fingerprint; commit it if ``message``."""
+        if saved.get("units"):
+            core_hours = sum(u.get("cpu_seconds", 0.0) for u in saved["units"]) / 3600
+        else:  # a file written before the harness: its own record of the cost, if any
+            core_hours = (saved.get("provenance") or {}).get("core_hours")
+        saved["provenance"] = {**session, "core_hours": None if core_hours is None else round(core_hours, 4)}
+        if self.protocol is not None:
+            saved["protocol"] = self.protocol
+        for k, v in self.metadata.items():
+            saved[k] = v(saved) if callable(v) else v
+        if self.fingerprint is not None:
+            if self._fingerprint is None:  # once per session: seconds, at this session's commit
+                self._fingerprint = self.fingerprint()
+            saved["fingerprint"] = self._fingerprint
+        write_results(self.path, saved["rows"], **{k: v for k, v in saved.items() if k != "rows"})
+        if message is not None:
+            rel = os.path.relpath(self.path.resolve(), REPO)
+            ok = _git("add", "--", rel) is not None and _git("commit", "-m", message, "--", rel) is not None
+            if not ok:
+                print(f"[{self.name}] git commit of {rel} failed; the file is saved", file=sys.stderr, flush=True)
+
+    # -- the command line
+
+    def parser(self) -> argparse.ArgumentParser:
+        ap = argparse.ArgumentParser(prog=self.name)
+        ap.add_argument("--quick", action="store_true", help="a smoke run with a tiny budget; nothing is saved")
+        ap.add_argument("--max-minutes", type=float, default=None,
+                        help="start no unit that would end after this many minutes")
+        ap.add_argument("--commit", action="store_true", help="git-commit the results file after every pack")
+        ap.add_argument("--pack", type=int, default=None, help=f"units per pack (default {self.pack})")
+        ap.add_argument("--out", type=Path, default=None, help=f"results file (default {self.path})")
+        ap.add_argument("--quiet", action="store_true", help="no progress lines")
+        ap.add_argument("--stamp", action="store_true",
+                        help="run nothing: record this commit's provenance and fingerprint in the results file "
+                        "(after checking that the code reproduces a saved trial)")
+        return ap
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """Run the plan from the command line (``argv``: the arguments, default ``sys.argv[1:]``)."""
+        args = self.parser().parse_args(argv)
+        if args.out is not None:
+            self.path = args.out
+        pack = self.pack = self.pack if args.pack is None else check_int("--pack", args.pack)
+        log = (lambda msg: None) if args.quiet else (
+            lambda msg: print(time.strftime("%H:%M:%S"), f"[{self.name}]", msg, flush=True))
+        if self.setup is not None:
+            self.setup(args.quick)
+        saved = {"rows": []} if args.quick else self.load()
+        if args.stamp:
+            self.save(saved, session=provenance())
+            log(f"stamped {self.path} with commit {saved['provenance']['commit']} and its fingerprint")
+            return 0
+        ctx = Context(args.quick, saved, log)
+        if args.quick:
+            for unit in self.quick_plan if self.quick_plan is not None else self.units(saved)[:1]:
+                out = self.run_unit(unit, ctx)
+                log(f"quick {unit_key(unit)}: " + ", ".join(f"{k}: {len(v)}" for k, v in out.items()))
+            log("quick run finished; nothing saved")
+            return 0
+        session = provenance()
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        spent: list[float] = []
+        in_pack = packs = 0
+        stopped = False
+        while True:
+            done = self.done_keys(saved)
+            todo = [u for u in self.units(saved) if unit_key(u) not in done]
+            if not todo:
+                break
+            if args.max_minutes is not None:
+                estimate = sum(spent) / len(spent) if spent else 0.0
+                if time.perf_counter() - t0 + estimate > 60 * args.max_minutes:
+                    log(f"--max-minutes {args.max_minutes:g}: stopping before {unit_key(todo[0])} "
+                        f"({len(todo)} units left); run again to continue")
+                    stopped = True
+                    break
+            unit = todo[0]
+            w, c = time.perf_counter(), time.process_time()
+            out = self.run_unit(unit, ctx)
+            if not isinstance(out, Mapping) or not all(isinstance(v, list) for v in out.values()):
+                raise TypeError(f"run_unit must return a dict of lists (e.g. {{'rows': [...]}}), got {out!r:.80}")
+            for section, items in out.items():
+                saved.setdefault(section, []).extend(items)
+            spent.append(time.perf_counter() - w)
+            saved.setdefault("units", []).append({
+                "key": unit_key(unit), "commit": session["commit"],
+                "wall_seconds": round(spent[-1], 1), "cpu_seconds": round(time.process_time() - c, 1)})
+            in_pack += 1
+            if in_pack == pack:
+                packs += 1
+                self._end_pack(saved, session, packs, len(todo) - 1, spent, t0, cpu0, args.commit, log)
+                in_pack = 0
+        if in_pack:
+            packs += 1
+            left = len([u for u in self.units(saved) if unit_key(u) not in self.done_keys(saved)])
+            self._end_pack(saved, session, packs, left, spent, t0, cpu0, args.commit, log)
+        log("stopped by --max-minutes" if stopped else f"finished: {len(self.done_keys(saved))} units in {self.path}")
+        return 0
+
+    def _end_pack(self, saved, session, k, left, spent, t0, cpu0, commit, log) -> None:
+        n_packs = k + math.ceil(left / self.pack) if left else k
+        core_min = (time.process_time() - cpu0) / 60
+        eta = (sum(spent) / len(spent)) * left / 60 if spent else 0.0
+        message = (f"{self.name}: pack {k}/{n_packs}, {len(self.done_keys(saved))} units done, {left} left, "
+                   f"{core_min:.1f} core-minutes this session")
+        self.save(saved, session=session, message=message if commit else None)
+        log(f"pack {k}/{n_packs}: {len(self.done_keys(saved))} units done, {left} left, "
+            f"{core_min:.1f} core-min, about {eta:.1f} min left")

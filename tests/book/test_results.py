@@ -1,9 +1,10 @@
-"""posenc.book.results: result keys, summaries, the results file format, and bad input."""
+"""posenc.book.results: result keys, summaries, provenance, the results file format, the harness, bad input."""
 
 from __future__ import annotations
 
 import json
 import math
+import subprocess
 
 import numpy as np
 import pytest
@@ -11,9 +12,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from posenc.book import results as res
 from posenc.book.results import (
+    Experiment,
     acc_key,
+    paired_difference,
     pos_key,
+    provenance,
     read_results,
     summarize,
     summarize_trials,
@@ -163,3 +168,180 @@ def test_accuracy_at_step_takes_each_seed_at_or_before_the_step():
         accuracy_at_step(saved, ["t", "s", "v"], 200)
     with pytest.raises(TypeError, match="saved"):
         accuracy_at_step([], ("t", "s", "v"), 200)
+
+
+# ------------------------------------------------------------------ intervals and paired differences
+
+
+def test_summarize_intervals():
+    from scipy import stats
+
+    vals = [2.0, 2.5, 3.5, 4.0]
+    s = summarize(vals, interval="t95")
+    half = stats.t.ppf(0.975, 3) * np.std(vals, ddof=1) / 2
+    assert s.interval == pytest.approx((3.0 - half, 3.0 + half)) and s.kind == "t95"
+    assert summarize(vals).interval == pytest.approx((3.0 - s.sd, 3.0 + s.sd))
+    b = summarize(vals, interval="bootstrap")
+    assert b.interval == summarize(vals, interval="bootstrap").interval  # a fixed function of the values
+    assert 2.0 <= b.interval[0] < 3.0 < b.interval[1] <= 4.0
+    assert all(math.isnan(x) for x in summarize([1.0], interval="t95").interval)
+    mean, sd, n = s
+    assert (mean, n) == (3.0, 4) and s[:] == (s.mean, s.sd, s.n)
+    with pytest.raises(ValueError, match="interval must be one of"):
+        summarize(vals, interval="95")
+
+
+def test_paired_difference():
+    a, b = [2.0, 2.2, 2.4, None], [2.5, 2.6, 2.8, 3.0]
+    d = paired_difference(a, b)
+    assert d["n"] == 3 and d["mean"] == pytest.approx(-13 / 30) and d["a_lower"] == 3
+    assert d["t95"][0] < d["mean"] < d["t95"][1] < 0
+    assert d["bootstrap"][0] <= d["mean"] <= d["bootstrap"][1]
+    with pytest.raises(ValueError, match="same length"):
+        paired_difference([1.0, 2.0], [1.0])
+    with pytest.raises(TypeError, match="a must be"):
+        paired_difference("ab", [1.0, 2.0])
+    with pytest.raises(ValueError, match="b must hold finite"):
+        paired_difference([1.0, 2.0], [1.0, math.inf])
+
+
+# ------------------------------------------------------------------ provenance
+
+
+def test_provenance_names_the_checkout_commit(monkeypatch, tmp_path):
+    p = provenance(core_hours=0.25)
+    head = subprocess.run(["git", "-C", str(res.REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert p["commit"] == (head.stdout.strip() if head.returncode == 0 else None)
+    assert p["core_hours"] == 0.25 and p["torch"] == torch.__version__ and p["numpy"] == np.__version__
+    assert p["machine"]["cpus"] >= 1 and p["threads"] == torch.get_num_threads()
+    monkeypatch.setattr(res, "REPO", tmp_path)  # not a git checkout (an installed copy)
+    assert provenance()["commit"] is None and provenance()["dirty"] is None
+    with pytest.raises(ValueError, match="core_hours"):
+        provenance(core_hours=-1)
+
+
+# ------------------------------------------------------------------ the harness, on a tiny fake experiment
+
+
+class Clock:
+    """A fake perf_counter: each unit of the fake experiment takes one minute."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    clock = Clock()
+    monkeypatch.setattr(res.time, "perf_counter", clock)
+    calls = []
+
+    def run_unit(unit, ctx):
+        calls.append(unit)
+        clock.t += 60.0
+        kind, x = unit
+        return {"rows": [{"kind": kind, "x": x, "y": x * x if not ctx.quick else -1}]}
+
+    def make(**kw):
+        kw.setdefault("pack", 2)
+        return Experiment("fake", tmp_path / "fake.json", run_unit, [("sq", x) for x in range(5)],
+                          protocol={"p": 1}, fingerprint=lambda: {"losses": [1.0]}, **kw)
+
+    return make, calls, tmp_path / "fake.json"
+
+
+def test_experiment_runs_the_plan_and_resumes(fake, capsys):
+    make, calls, path = fake
+    assert make().main([]) == 0
+    saved = read_results(path)
+    assert [r["y"] for r in saved["rows"]] == [0, 1, 4, 9, 16]
+    assert [u["key"] for u in saved["units"]] == [f"sq:{x}" for x in range(5)]
+    assert saved["protocol"] == {"p": 1} and saved["fingerprint"] == {"losses": [1.0]}
+    assert saved["provenance"]["commit"] == provenance()["commit"] and "core_hours" in saved["provenance"]
+    out = capsys.readouterr().out
+    assert "[fake] pack 1/3: 2 units done, 3 left" in out and "core-min" in out and "min left" in out
+    assert "pack 3/3: 5 units done, 0 left" in out
+    calls.clear()
+    make().main([])  # resume: every unit is done
+    assert calls == [] and len(read_results(path)["rows"]) == 5
+
+
+def test_experiment_stops_before_the_time_budget_and_continues(fake, capsys):
+    make, calls, path = fake
+    make(pack=5).main(["--max-minutes", "2.5"])  # units take a minute: the third would end at 3
+    assert len(calls) == 2 and len(read_results(path)["units"]) == 2  # the partial pack is saved
+    assert "stopping before sq:2 (3 units left)" in capsys.readouterr().out
+    make().main([])
+    assert [c[1] for c in calls] == [0, 1, 2, 3, 4]  # nothing run twice
+    assert [r["x"] for r in read_results(path)["rows"]] == [0, 1, 2, 3, 4]
+
+
+def test_experiment_quick_saves_nothing(fake):
+    make, calls, path = fake
+    make().main(["--quick", "--quiet"])
+    assert calls == [("sq", 0)] and not path.exists()
+
+
+def test_experiment_refuses_a_file_of_another_protocol(fake):
+    make, calls, path = fake
+    write_results(path, [], protocol={"p": 2})
+    with pytest.raises(SystemExit, match="another protocol"):
+        make().main(["--quiet"])
+
+
+def test_experiment_write_is_atomic(fake, monkeypatch):
+    make, calls, path = fake
+    make(pack=1).main(["--quiet", "--max-minutes", "1.5"])
+    before = path.read_text()
+
+    def crash(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(res.os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        make(pack=1).main(["--quiet"])
+    assert path.read_text() == before  # a stop while writing leaves the last complete file
+
+
+def test_experiment_plan_may_grow_with_the_results(tmp_path):
+    def plan(saved):  # the second stage depends on the first's result
+        first = [r for r in saved["rows"] if r["stage"] == "tune"]
+        return ["tune"] + ([f"main{first[0]['best']}"] if first else [])
+
+    def run_unit(unit, ctx):
+        return {"rows": [{"stage": "tune", "best": 7} if unit == "tune" else {"stage": unit}]}
+
+    Experiment("grow", tmp_path / "g.json", run_unit, plan).main(["--quiet"])
+    assert [r["stage"] for r in read_results(tmp_path / "g.json")["rows"]] == ["tune", "main7"]
+
+
+def test_experiment_commits_each_pack(fake, monkeypatch, tmp_path):
+    make, calls, path = fake
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "other.txt").write_text("not committed by the harness")
+    monkeypatch.setattr(res, "REPO", tmp_path)
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "t")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "t@t")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "t")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "t@t")
+    make().main(["--quiet", "--commit"])
+    log = subprocess.run([*git, "log", "--format=%s", "--name-only"], capture_output=True, text=True).stdout
+    assert log.count("fake: pack") == 3 and "fake: pack 1/3, 2 units done, 3 left" in log
+    assert "other.txt" not in log and "fake.json" in log
+
+
+def test_experiment_bad_input(tmp_path):
+    with pytest.raises(TypeError, match="run_unit must be callable"):
+        Experiment("x", tmp_path / "x.json", None, [1])
+    with pytest.raises(TypeError, match="plan must be"):
+        Experiment("x", tmp_path / "x.json", lambda u, c: {}, "abc")
+    with pytest.raises(ValueError, match="pack"):
+        Experiment("x", tmp_path / "x.json", lambda u, c: {}, [1], pack=0)
+    with pytest.raises(TypeError, match="dict of lists"):
+        Experiment("x", tmp_path / "x.json", lambda u, c: [1], [1]).main(["--quiet"])
+    with pytest.raises(TypeError, match="a unit must be"):
+        Experiment("x", tmp_path / "x.json", lambda u, c: {}, [[1]]).main(["--quiet"])

@@ -169,10 +169,14 @@ def test_rope_extensions_zero_shot(saved):
         z = {m: {n: _v(saved, "rope", n, "sliding", seed, extension=m) for n in LENS[1:]}
              for m in ("pi", "ntk", "dynamic_ntk", "yarn")}
         plain = {n: _v(saved, "rope", n, "sliding", seed) for n in LENS[1:]}
-        assert z["dynamic_ntk"] == z["ntk"]  # every window has the full length
+        # every window has the full length: the same scaling, computed per call (last-bit differences)
+        assert z["dynamic_ntk"] == pytest.approx(z["ntk"], abs=1.5e-4)
         for n in LENS[1:]:
-            assert z["yarn"][n] <= min(z["pi"][n], z["ntk"][n]) + 1e-9, (seed, n)
-            assert z["yarn"][n] < plain[n] - 0.5
+            assert z["yarn"][n] < z["pi"][n] and z["yarn"][n] < plain[n] - 0.5, (seed, n)
+        for mode in rt.EVAL_MODES:  # from 4L on YaRN is the best zero-shot extension, seed by seed
+            for n in (4 * L, 8 * L):
+                ntk, yarn = (_v(saved, "rope", n, mode, seed, extension=m) for m in ("ntk", "yarn"))
+                assert yarn < ntk - 0.2, (seed, mode, n)
         assert z["ntk"][2 * L] < z["pi"][2 * L] - 0.5  # NTK-aware holds at 2L, PI does not
         assert z["ntk"][4 * L] > _v(saved, "rope", L, "sliding", seed) + 0.5  # NTK fails from 4L on
         for n in (4 * L, 8 * L):
