@@ -133,6 +133,23 @@ def test_axial_rope_is_qwen2_vl_vision_rotary(grid, merge, head_dim):
     torch.testing.assert_close(ours, q, rtol=0, atol=2e-6)
 
 
+@pytest.mark.parametrize(("head_dim", "grid", "bit_equal", "bound"), [
+    (16, (1, 64, 64), True, 0.0), (64, (1, 64, 64), True, 0.0),
+    (80, (1, 16, 8), False, 5e-7), (80, (1, 64, 64), False, 2e-6),  # Qwen2-VL's own head width
+])
+def test_axial_rope_against_qwen2_vl_to_the_bit_or_not(head_dim, grid, bit_equal, bound):
+    # what the docstring states: bit-equal where 4 / head_dim is a power of two, float32 rounding otherwise
+    torch.manual_seed(0)
+    config = Qwen2VLVisionConfig(embed_dim=2 * head_dim, num_heads=2, depth=1, spatial_merge_size=2)
+    pos = vision_utils.get_vision_position_ids(torch.tensor([list(grid)]), 2)
+    x = torch.randn(pos.shape[0], 2, head_dim)
+    cos, sin = q2.Qwen2VLVisionRotaryEmbedding(config)(x, pos)
+    q, _ = q2.apply_rotary_pos_emb_vision(x, x, cos, sin)
+    ours = AxialRotaryEmbedding(head_dim)(x.transpose(0, 1), positions=pos).transpose(0, 1)
+    assert torch.equal(ours, q) == bit_equal
+    assert float((ours - q).abs().max()) <= bound
+
+
 def test_get_vision_position_ids_orders_patches_by_merge_block():
     pos = vision_utils.get_vision_position_ids(torch.tensor([[1, 4, 4]]), 2)
     assert pos[:4].tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]  # one 2x2 block, then the next
