@@ -61,6 +61,11 @@ def _source_packages() -> list[str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    from importlib.metadata import version
+
+    # offline: the build uses this environment's setuptools (requirements.txt asks for 77+)
+    major = int(version("setuptools").split(".")[0])
+    assert major >= 77, f"setuptools {version('setuptools')} is too old to build posenc (77+: pip install -r requirements.txt)"
     src = tmp_path_factory.mktemp("src")
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, src / name)
