@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from .._checks import check_choice, check_int
-from .engine import FitResult, TrialConfig, fit, seeded
+from .engine import FitResult, TrialConfig, fit, fit_batched, seeded
 from .models import SCHEMES, PositionalTransformer, count_parameters, random_positions
 from .results import acc_key, pos_key, summarize
 from .tasks import TASKS, first_scored, make_task_batch
@@ -276,6 +276,89 @@ def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, task: str
     with seeded(seed):
         model = run.model(check_choice("scheme", scheme, SCHEMES))
     return _fit(model, check_choice("task", task, TASKS), run, seed, stop_after=n).train_loss
+
+
+def train_pack(
+    scheme: str,
+    task: str,
+    seeds: Sequence[int],
+    lrs: Sequence[float],
+    config: RunConfig | None = None,
+    *,
+    evaluate: Callable[[int, nn.Module], float] | None = None,
+) -> tuple[list[PositionalTransformer], list[FitResult]]:
+    """Train one trial per ``(seed, lr)`` of ``scheme`` on ``task`` as one batched model (:func:`~posenc.book.engine.fit_batched`).
+
+    Trial ``i`` starts from ``config.model(scheme)`` built under ``seeded(seeds[i])`` and
+    draws the batches (and a randomized model's positions) that :func:`train_model` draws
+    for that seed; its loss is the mean cross-entropy over the scored positions, Adam at
+    ``lrs[i]`` with ``config.warmup`` steps of warm-up, for the whole budget
+    ``config.steps``. Every ``config.eval_every`` steps (and after the last) each trial is
+    evaluated, and each model ends at its best evaluation. A trial's losses are the same
+    in a pack of any size.
+
+    Args:
+        scheme, task: as for :func:`run_trial`.
+        seeds, lrs: one entry per trial.
+        config: shared settings (defaults to ``RunConfig()``).
+        evaluate: ``evaluate(i, model)``, lower is better; by default the held-out loss
+            of trial ``i`` on its ``config.eval_size`` evaluation sequences at
+            ``train_len`` (those of :func:`evaluate_accuracy` for its seed).
+
+    Returns:
+        ``(models, results)``, one :class:`~posenc.book.engine.FitResult` per trial.
+
+    Example:
+        >>> cfg = RunConfig(steps=3, batch_size=4, eval_size=4, eval_every=2)
+        >>> models, results = train_pack("rope", "offset_copy", [0, 1], [1e-3, 1e-2], cfg)
+        >>> [len(r.train_loss) for r in results], [s for s, _ in results[0].history]
+        ([3, 3], [2, 3])
+    """
+    scheme = check_choice("scheme", scheme, SCHEMES)
+    task = check_choice("task", task, TASKS)
+    config = RunConfig() if config is None else _check_config(config)
+    seeds = [check_int("seeds", s, minimum=0) for s in seeds]
+    if not seeds or len(lrs) != len(seeds):
+        raise ValueError(f"lrs must have one entry per seed ({len(seeds)}), got {len(lrs)}")
+    models = []
+    for seed in seeds:
+        with seeded(seed):
+            models.append(config.model(scheme))
+    randomized = scheme == "randomized"
+    max_len = models[0].randomized_max_len
+
+    def batches(seed: int) -> Iterator:
+        generator = torch.Generator().manual_seed(seed)
+        while True:
+            batch = _batch(task, config.batch_size, config.train_len, config, generator)
+            parts = (batch.inputs, batch.targets, batch.mask)
+            if randomized:
+                parts += (random_positions(batch.inputs.shape[0], batch.inputs.shape[1], max_len, generator=generator),)
+            yield parts
+
+    def loss(forward, inputs, targets, mask, *positions) -> torch.Tensor:
+        logits = forward(inputs, *positions)
+        per_token = nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+        return (per_token * mask).sum() / mask.sum()
+
+    def heldout(i: int, model: nn.Module) -> float:
+        generator = torch.Generator().manual_seed(1_000_003 * (seeds[i] + 1) + config.train_len)
+        batch = _batch(task, config.eval_size, config.train_len, config, generator)
+        with torch.no_grad():
+            return _masked_loss(model, batch, generator).item()
+
+    warmup = config.warmup
+    results = fit_batched(
+        models,
+        [batches(seed) for seed in seeds],
+        loss,
+        lrs=lrs,
+        steps=config.steps,
+        schedule=(lambda step: min(1.0, step / warmup)) if warmup else None,
+        evaluate=heldout if evaluate is None else evaluate,
+        every=config.eval_every,
+    )
+    return models, results
 
 
 @torch.no_grad()
