@@ -88,15 +88,6 @@ def check_callable(name: str, value: object) -> object:
     return value
 
 
-def check_split(name: str, value: object):
-    """A :class:`~posenc.book.tabular.TabularSplit`."""
-    from .tabular import TabularSplit
-
-    if not isinstance(value, TabularSplit):
-        raise TypeError(f"{name} must be a TabularSplit (e.g. from feature_identity_task), got {type(value).__name__}")
-    return value
-
-
 def check_axes(name: str, value: object) -> object:
     from matplotlib.axes import Axes
 

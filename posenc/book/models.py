@@ -82,9 +82,10 @@ class Block(nn.Module):
     """Pre-norm transformer block: ``x + Attn(LN(x))`` then ``x + MLP(LN(x))``.
 
     The attention is the library's :class:`posenc.SelfAttention`; position enters through
-    its hooks (``bias``, ``rotary``) or through ``x``. The book's two models (this
-    chapter's causal :class:`PositionalTransformer` and chapter 5's
-    :class:`~posenc.book.tabular.TabularTransformer`) are built from it.
+    its hooks (``bias``, ``rotary``) or through ``x``. The book's three models (chapter
+    6's causal :class:`PositionalTransformer`, chapter 5's
+    :class:`~posenc.book.tabular.TabularTransformer` and chapter 8's
+    :class:`~posenc.book.vision.TinyViT`, with ``causal=False``) are built from it.
 
     Args:
         d_model: model width.

@@ -45,7 +45,6 @@ from ._validate import (
     check_real,
     check_rows,
     check_seed,
-    check_split,
     check_tensor,
 )
 
@@ -117,6 +116,13 @@ class TabularSplit:
     @property
     def n_features(self) -> int:
         return int(self.x_train.shape[1])
+
+
+def check_split(name: str, value: object) -> TabularSplit:
+    """``value`` if it is a :class:`TabularSplit`, else a ``TypeError`` naming ``name``."""
+    if not isinstance(value, TabularSplit):
+        raise TypeError(f"{name} must be a TabularSplit (e.g. from feature_identity_task), got {type(value).__name__}")
+    return value
 
 
 def _standardised_split(x: np.ndarray, y: np.ndarray, n_train: int, names: list[str], name: str) -> TabularSplit:

@@ -699,8 +699,6 @@ def grid_summary(
         >>> g["acc_1x"][0], g["solved"], g["converged"]
         (0.75, 1, 2)
     """
-    from .results import summarize
-
     rows = check_rows("rows", rows, ("task", "scheme", "variant", "steps"))
     keys = check_names("keys", keys)
     missing = [k for k in keys if not any(k in r for r in rows)]

@@ -34,9 +34,10 @@ from torch import nn
 
 import posenc
 
-from .. import AxialRotaryEmbedding, MixedRotaryEmbedding, SelfAttention, sinusoidal_encoding, sinusoidal_encoding_2d
+from .. import AxialRotaryEmbedding, MixedRotaryEmbedding, sinusoidal_encoding, sinusoidal_encoding_2d
 from .._checks import check_choice, check_int, check_positive_float
 from .engine import TrialConfig, fit, seeded
+from .models import Block
 
 __all__ = [
     "VISION_SCHEMES",
@@ -247,19 +248,6 @@ def query_scores(
 # ----------------------------------------------------------------------------- the model
 
 
-class _Block(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, d_ff: int) -> None:
-        super().__init__()
-        self.norm1 = nn.LayerNorm(d_model)
-        self.attn = SelfAttention(d_model, n_heads)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.mlp = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
-
-    def forward(self, x: torch.Tensor, rotary=None) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), rotary=rotary)
-        return x + self.mlp(self.norm2(x))
-
-
 class TinyViT(nn.Module):
     """A small vision transformer with one positional scheme of :data:`VISION_SCHEMES`.
 
@@ -309,7 +297,10 @@ class TinyViT(nn.Module):
             raise ValueError(f"d_model must be divisible by 4 * n_heads = {4 * self.n_heads}, got {self.d_model}")
         head_dim = self.d_model // self.n_heads
         self.embed = nn.Linear(self.patch * self.patch, self.d_model)
-        self.blocks = nn.ModuleList(_Block(self.d_model, self.n_heads, check_int("d_ff", d_ff)) for _ in range(check_int("n_layers", n_layers)))
+        self.blocks = nn.ModuleList(
+            Block(self.d_model, self.n_heads, check_int("d_ff", d_ff), causal=False)
+            for _ in range(check_int("n_layers", n_layers))
+        )
         self.norm = nn.LayerNorm(self.d_model)
         self.head = nn.Linear(self.d_model, check_int("n_classes", n_classes))
         self.table = None
