@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from .._checks import check_choice, check_int
+from ..rope.scaling import extension
 from .engine import TrialConfig, fit, seeded
 from .models import PositionalTransformer, random_positions
 from .resources import DATA_DIR, resource_path
@@ -532,18 +533,7 @@ def extension_scaling(method: str, factor: float, original: int) -> dict | None:
         >>> extension_scaling("pi", 4, 64)
         {'type': 'linear', 'factor': 4.0}
     """
-    method = check_choice("method", method, EXTENSIONS)
-    original = check_int("original", original)
-    if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not factor >= 1:
-        raise ValueError(f"factor must be a number >= 1, got {factor!r}")
-    factor = float(factor)
-    return {
-        "none": None,
-        "pi": {"type": "linear", "factor": factor},
-        "ntk": {"type": "ntk", "factor": factor},
-        "dynamic_ntk": {"type": "dynamic", "factor": 1.0, "original_max_position_embeddings": original},
-        "yarn": {"type": "yarn", "factor": factor, "original_max_position_embeddings": original},
-    }[method]
+    return extension(check_choice("method", method, EXTENSIONS), factor, original)
 
 
 @contextlib.contextmanager

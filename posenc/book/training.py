@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from .._checks import check_choice, check_int
+from ..rope import scaling as rope_scaling
 from .engine import FitResult, TrialConfig, fit, fit_batched, seeded
 from .models import SCHEMES, PositionalTransformer, count_parameters, random_positions
 from .results import acc_key, pos_key, summarize
@@ -558,16 +559,6 @@ def run_trial(
     return result
 
 
-def _extension_scaling(method: str, factor: int, original: int) -> dict | None:
-    return {
-        "none": None,
-        "position_interpolation": {"type": "linear", "factor": factor},
-        "ntk": {"type": "ntk", "factor": factor},
-        "dynamic_ntk": {"type": "dynamic", "factor": 1, "original_max_position_embeddings": original},
-        "yarn": {"type": "yarn", "factor": factor, "original_max_position_embeddings": original},
-    }[method]
-
-
 @torch.no_grad()
 def context_extension(
     model: PositionalTransformer, task: str, config: RunConfig, *, seed: int, factor: int | None = None
@@ -607,7 +598,7 @@ def context_extension(
     out = {}
     try:
         for method in CONTEXT_EXTENSIONS:
-            scaling = _extension_scaling(method, factor, config.train_len + int(config.bos))
+            scaling = rope_scaling.extension(method, factor, config.train_len + int(config.bos), base=original.base)
             model.positional = RotaryEmbedding(original.head_dim, layout=original.layout, scaling=scaling)
             out[method] = evaluate_accuracy(
                 model, task, factor * config.train_len, config, seed=seed, start=config.train_len

@@ -362,3 +362,41 @@ def as_dict(scaling: Scaling | None) -> dict[str, Any] | None:
         if value is not None:
             out[f.name] = list(value) if isinstance(value, tuple) else value
     return out
+
+
+#: The context extensions of :func:`extension` (``"position_interpolation"`` is a synonym of ``"pi"``).
+EXTENSIONS = ("none", "pi", "ntk", "dynamic_ntk", "yarn")
+
+
+def extension(method: str, factor: float, original: int, *, base: float | None = None) -> dict[str, Any] | None:
+    """The ``scaling`` dict of :class:`~posenc.RotaryEmbedding` that extends a model trained at ``original`` positions.
+
+    ``"none"``: plain RoPE; ``"pi"`` (or ``"position_interpolation"``, Chen et al. 2023):
+    every frequency divided by ``factor``; ``"ntk"``: NTK-aware, the base multiplied by
+    ``factor ** (d / (d - 2))``; ``"dynamic_ntk"``: NTK-aware with the factor set per input
+    to ``max(1, n / original)`` (``transformers``' dynamic type with factor 1); ``"yarn"``
+    (Peng et al. 2023): NTK-by-parts plus the attention temperature. With ``base`` the dict
+    carries it as ``rope_theta``, so the swapped module keeps the trained model's base.
+
+    Example:
+        >>> extension("pi", 4, 64)
+        {'type': 'linear', 'factor': 4.0}
+        >>> extension("none", 4, 64, base=500.0)
+        {'type': 'default', 'rope_theta': 500.0}
+    """
+    if not isinstance(method, str) or method not in EXTENSIONS + ("position_interpolation",):
+        raise ValueError(f"method must be one of {', '.join(map(repr, EXTENSIONS))}, got {method!r}")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor >= 1 or not math.isfinite(factor):
+        raise ValueError(f"factor must be a finite number >= 1, got {factor!r}")
+    original, factor = check_int("original", original), float(factor)
+    out = {
+        "none": None if base is None else {"type": "default"},
+        "pi": {"type": "linear", "factor": factor},
+        "position_interpolation": {"type": "linear", "factor": factor},
+        "ntk": {"type": "ntk", "factor": factor},
+        "dynamic_ntk": {"type": "dynamic", "factor": 1.0, "original_max_position_embeddings": original},
+        "yarn": {"type": "yarn", "factor": factor, "original_max_position_embeddings": original},
+    }[method]
+    if base is not None:
+        out["rope_theta"] = check_positive_float("base", base)
+    return out
