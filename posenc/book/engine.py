@@ -357,7 +357,7 @@ def fit_batched(
     base.train()
     for step in range(1, steps + 1):
         drawn = [next(it) for it in its]
-        batch = [torch.stack(parts) for parts in zip(*drawn)]
+        batch = [torch.stack(parts).to(first.device) for parts in zip(*drawn)]
         grads, values = step_fn(params, buffers, *batch)
         if not torch.isfinite(values).all():
             bad = [i for i, v in enumerate(values.tolist()) if not math.isfinite(v)]

@@ -34,6 +34,7 @@ __all__ = [
     "train_offset_head",
     "train_position_head",
     "train_rope_head",
+    "first_losses",
 ]
 
 

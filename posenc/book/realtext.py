@@ -63,6 +63,7 @@ __all__ = [
     "sha256_of",
     "train_lm",
     "with_rotary_scaling",
+    "first_losses",
 ]
 
 #: The corpus that ships with the package, Shakespeare as in Karpathy's char-rnn repository.

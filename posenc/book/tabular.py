@@ -71,6 +71,8 @@ __all__ = [
     "tuning_report",
     "validation_split",
     "value_embedding_configs",
+    "first_losses",
+    "grid_split",
 ]
 
 

@@ -44,6 +44,8 @@ __all__ = [
     "score_keys",
     "seeded",
     "train_model",
+    "first_losses",
+    "train_pack",
 ]
 
 #: The RoPE context extensions compared by :func:`context_extension`.

@@ -54,6 +54,7 @@ __all__ = [
     "train_vit",
     "transformers_rope_index",
     "upsample",
+    "first_losses",
 ]
 
 #: The positional schemes :class:`TinyViT` accepts.

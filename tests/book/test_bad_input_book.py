@@ -559,6 +559,42 @@ def classify(call, name: str) -> tuple[str, str]:
     return "silent", repr(result)[:150]
 
 
+# --- the engine (one loop, batched trials) and each chapter's first_losses --------------
+from posenc.book import engine as _en, training as _tr  # noqa: E402
+
+_LIN = nn.Linear(1, 1)
+_OPT = torch.optim.SGD(_LIN.parameters(), lr=0.1)
+_BATCHES = iter(lambda: torch.ones(2, 1), None)
+
+CASES += [
+    ("fit steps 0", lambda: _en.fit(_LIN, _BATCHES, lambda m, b: m(b).sum(), optimiser=_OPT, steps=0), "steps"),
+    ("fit mode", lambda: _en.fit(_LIN, _BATCHES, lambda m, b: m(b).sum(), optimiser=_OPT, steps=1, mode="best"), "mode"),
+    ("fit patience 0", lambda: _en.fit(_LIN, _BATCHES, lambda m, b: m(b).sum(), optimiser=_OPT, steps=1, patience=0),
+     "patience"),
+    ("fit_batched models empty", lambda: _en.fit_batched([], [], lambda f, x: f(x).sum(), lrs=[], steps=1), "models"),
+    ("fit_batched lrs short", lambda: _en.fit_batched([_LIN], [_BATCHES], lambda f, x: f(x).sum(), lrs=[], steps=1),
+     "lrs"),
+    ("fit_batched lrs nan", lambda: _en.fit_batched([_LIN], [_BATCHES], lambda f, x: f(x).sum(), lrs=[NAN], steps=1),
+     "lrs"),
+    ("TrialConfig from_dict list", lambda: _tr.RunConfig.from_dict([1]), "settings"),
+    ("TrialConfig from_dict unknown", lambda: _vi.VisionConfig.from_dict({"colour": 1}), "colour"),
+    ("train_pack lrs", lambda: _tr.train_pack("rope", "offset_copy", [0, 1], [1e-3]), "lrs"),
+    ("train_pack scheme", lambda: _tr.train_pack("foo", "offset_copy", [0], [1e-3]), "scheme"),
+    ("first_losses variant", lambda: _tr.first_losses(_tr.RunConfig().to_dict(), 0, 2, scheme="rope",
+                                                      task="offset_copy", variant="x"), "variant"),
+    ("first_losses n 0", lambda: _tr.first_losses(_tr.RunConfig().to_dict(), 0, 0, scheme="rope", task="offset_copy"),
+     "n"),
+    ("first_losses text config", lambda: _rt.first_losses({"layers": 2}, 0, scheme="rope"), "layers"),
+    ("first_losses vision scheme", lambda: _vi.first_losses(_vi.VisionConfig().to_dict(), 0, scheme="foo"), "scheme"),
+    ("first_losses tabular task", lambda: _tb.first_losses({"steps": 5}, 0, task="foo", model="MLP", lr=0.01), "task"),
+    ("first_losses tabular split", lambda: _tb.first_losses({"steps": 5}, 0, task="sine", model="MLP", lr=0.01, split=1),
+     "split"),
+    ("first_losses probe config", lambda: _pr.first_losses([1], 0, encoding="rope", bias=True, shared=0.0, lr=0.01),
+     "config"),
+    ("grid_split task", lambda: _tb.grid_split("foo", 0), "task"),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_refused_naming_the_argument(case):
     _, call, name = case
