@@ -19,7 +19,8 @@ lengths would only re-weight the loss by position).
 **Statistics.** A seed *fits* when its in-distribution accuracy reaches :data:`FIT`; a
 group's fit label is ``k/n`` with a Wilson interval. Extrapolation is judged only on the
 seeds that fit, by their *retention* (accuracy beyond the training length divided by the
-in-distribution accuracy) with a bootstrap interval, against the task's own floor
+in-distribution accuracy) with a bootstrap interval
+(:func:`~posenc.book.results.summarize`), against the task's own floor
 (:func:`~posenc.book.tasks.chance_floor`): ``"holds"`` (retention >= :data:`HOLD`),
 ``"floor"`` (beyond-length accuracy within :data:`FLOOR_MARGIN` of the floor) or
 ``"degrades"``, and ``"uncertain"`` when an interval crosses a threshold. Verdicts are
@@ -41,9 +42,9 @@ from torch import nn
 from .._checks import check_choice, check_int
 from ._validate import check_real, check_rows
 from .models import SCHEMES, PositionalTransformer
-from .results import acc_key, pos_key
+from .results import acc_key, pos_key, summarize
 from .tasks import ALL_TASKS, VARIABLE_LENGTH_TASKS, chance_floor, draw_lengths, make_task_batch
-from .engine import TrialConfig, fit, seeded
+from .engine import TrialConfig, fit_batched, seeded
 from .training import RunConfig, beyond_key
 
 __all__ = [
@@ -55,7 +56,6 @@ __all__ = [
     "VARIANTS",
     "GridProtocol",
     "best_or_indistinguishable",
-    "bootstrap_interval",
     "extrapolation_label",
     "first_losses",
     "fit_label",
@@ -66,6 +66,7 @@ __all__ = [
     "length_rule",
     "lr_band",
     "permutation_p",
+    "run_grid_pack",
     "run_grid_trial",
     "score_model",
     "still_improving",
@@ -114,7 +115,7 @@ class GridProtocol(TrialConfig):
         eval_size: held-out sequences per evaluation length.
         heldout_size: sequences of the held-out loss (drawn like the training data).
         loss_every: steps between held-out losses (the best checkpoint is chosen among them).
-        score_every: steps between full scorings (the trajectory).
+        score_every: steps between full scorings (the trajectory; a multiple of ``loss_every``).
         lrs: the learning rates of every group.
         seeds: the seeds of every learning rate.
     """
@@ -141,6 +142,8 @@ class GridProtocol(TrialConfig):
                      "eval_size", "heldout_size", "loss_every", "score_every"):
             check_int(name, getattr(self, name))
         check_int("warmup", self.warmup, minimum=0)
+        if self.score_every % self.loss_every:
+            raise ValueError(f"score_every must be a multiple of loss_every={self.loss_every}, got {self.score_every}")
         if not isinstance(self.eval_factors, tuple) or not self.eval_factors or self.eval_factors[0] != 1:
             raise ValueError(f"eval_factors must be a tuple starting with 1, got {self.eval_factors!r}")
         for f in self.eval_factors:
@@ -281,36 +284,53 @@ def heldout_loss(model: nn.Module, heldout: tuple) -> float:
     return _loss(model, *heldout).item()
 
 
-def _batch_loss(model: nn.Module, batch: tuple) -> torch.Tensor:
-    return _loss(model, *batch)
+def _pack_loss(forward, inputs, targets, mask, *positions) -> torch.Tensor:
+    """The mean cross-entropy over the scored positions, written without data-dependent shapes (it runs under vmap)."""
+    logits = forward(inputs, *positions)
+    per_token = nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+    return (per_token * mask).sum() / mask.sum()
 
 
-def _trial(task, scheme, variant, seed, lr, protocol):
-    """Checked arguments and a trial's model, batch stream, optimiser and schedule (shared by the run and its fingerprint)."""
+def _checked(task, scheme, variant, members, protocol):
     task = check_choice("task", task, ALL_TASKS)
     scheme = check_choice("scheme", scheme, GRID_SCHEMES)
     variant = check_choice("variant", variant, VARIANTS)
-    seed = check_int("seed", seed, minimum=0)
-    lr = check_real("lr", lr, low=0.0, low_open=True)
+    if isinstance(members, (str, bytes)) or not isinstance(members, Sequence) or not members:
+        raise TypeError(f"members must be a non-empty list of (seed, lr) pairs, got {members!r}")
+    members = [(check_int("members (seed)", s, minimum=0), check_real("members (lr)", lr, low=0.0, low_open=True))
+               for s, lr in members]
     protocol = GridProtocol() if protocol is None else protocol
     if not isinstance(protocol, GridProtocol):
         raise TypeError(f"protocol must be a GridProtocol, got {type(protocol).__name__}")
+    return task, scheme, variant, members, protocol
+
+
+def _pack(task, scheme, variant, members, protocol):
+    """The members' models (each built under ``seeded(seed)``), batch streams and the warm-up schedule."""
     bos, draw = variant == "bos", length_rule(task, scheme) == "uniform"
-    with seeded(seed):
-        model = protocol.run_config(variant, lr).model(scheme)
-    generator = torch.Generator().manual_seed(seed)
-    position_generator = torch.Generator().manual_seed(3_000_017 * (seed + 1))
-    batches = iter(lambda: grid_batch(task, scheme, protocol, bos, protocol.batch_size, protocol.train_len,
-                                      generator, position_generator, draw=draw), None)
+    models = []
+    for seed, lr in members:
+        with seeded(seed):
+            models.append(protocol.run_config(variant, lr).model(scheme))
+
+    def stream(seed: int):
+        generator = torch.Generator().manual_seed(seed)
+        position_generator = torch.Generator().manual_seed(3_000_017 * (seed + 1))
+        while True:
+            inputs, targets, mask, positions = grid_batch(task, scheme, protocol, bos, protocol.batch_size,
+                                                          protocol.train_len, generator, position_generator, draw=draw)
+            yield (inputs, targets, mask) if positions is None else (inputs, targets, mask, positions)
+
     warmup = protocol.warmup
-    schedule = (lambda step: lr * min(1.0, step / warmup)) if warmup else None
-    return task, scheme, variant, seed, lr, protocol, (model, batches, torch.optim.Adam(model.parameters(), lr=lr), schedule)
+    schedule = (lambda step: min(1.0, step / warmup)) if warmup else None
+    return models, [stream(seed) for seed, _ in members], schedule
 
 
 def first_losses(config: Mapping, seed: int, n: int, *, task: str, scheme: str, variant: str, lr: float) -> list[float]:
-    """The first ``n`` training losses of a trial exactly as :func:`run_grid_trial` trains it (its fingerprint).
+    """The first ``n`` training losses of a trial exactly as :func:`run_grid_pack` trains it (its fingerprint).
 
     ``config`` is :meth:`GridProtocol.to_dict` (a stored ``length_rule`` entry is ignored).
+    A trial's losses do not depend on the pack it trains in.
 
     Example:
         >>> len(first_losses(GridProtocol().to_dict(), 0, 3, task="latest_marker", scheme="randomized", variant="bos", lr=1e-3))
@@ -320,65 +340,86 @@ def first_losses(config: Mapping, seed: int, n: int, *, task: str, scheme: str, 
         raise TypeError(f"config must be a dict of GridProtocol settings, got {type(config).__name__}")
     protocol = GridProtocol.from_dict({k: v for k, v in config.items() if k != "length_rule"})
     n = check_int("n", n)
-    *_, (model, batches, optimiser, schedule) = _trial(task, scheme, variant, seed, lr, protocol)
-    return fit(model, batches, _batch_loss, optimiser=optimiser, steps=protocol.steps, schedule=schedule,
-               stop_after=n).train_loss
+    task, scheme, variant, members, protocol = _checked(task, scheme, variant, [(seed, lr)], protocol)
+    models, streams, schedule = _pack(task, scheme, variant, members, protocol)
+    return fit_batched(models, streams, _pack_loss, lrs=[lr], steps=n, schedule=schedule)[0].train_loss
 
 
-def run_grid_trial(task: str, scheme: str, variant: str, seed: int, lr: float, protocol: GridProtocol | None = None) -> dict:
-    """Train one trial of the grid for the fixed budget and score its best and final checkpoints.
+def run_grid_pack(
+    task: str, scheme: str, variant: str, members: Sequence[tuple[int, float]], protocol: GridProtocol | None = None
+) -> list[dict]:
+    """Train a pack of trials of one group as one batched model for the fixed budget; score best and final checkpoints.
 
-    Initial weights come from ``seeded(seed)``; training batches from a generator seeded
-    by ``seed`` (randomized positions from their own); the held-out set for the loss from
-    ``2_000_003 * (seed + 1)``; evaluation sequences as in :func:`score_model`. Adam with
-    ``lr`` after a linear warm-up of ``protocol.warmup`` steps.
+    Each member ``(seed, lr)`` starts from weights drawn under ``seeded(seed)``, trains on
+    batches from a generator seeded by ``seed`` (randomized positions from their own),
+    with Adam at ``lr`` after a linear warm-up of ``protocol.warmup`` steps
+    (:func:`~posenc.book.engine.fit_batched`: a member's numbers do not depend on its
+    pack). Every ``loss_every`` steps each member's loss on its held-out set (drawn like
+    its training data from ``2_000_003 * (seed + 1)``) is recorded; every
+    ``score_every`` steps it is scored (:func:`score_model`); the final weights and the
+    weights of the lowest held-out loss are scored with per-position curves.
 
     Returns:
-        A dict: ``losses`` (every training step), ``heldout`` (``[step, loss]`` every
-        ``loss_every`` steps), ``trajectory`` (``{"steps", "heldout_loss", acc/beyond
-        keys}`` every ``score_every`` steps), ``best_step`` (lowest held-out loss) and
-        ``best`` / ``final`` (scores with per-position curves), ``length_rule``,
-        ``params``, ``seconds`` (training and evaluation wall time).
+        One dict per member: ``losses`` (every training step), ``heldout`` (``[step,
+        loss]``), ``trajectory`` (``{"steps", "heldout_loss", acc/beyond keys}``),
+        ``best_step``, ``best_loss``, ``best`` / ``final`` (scores with per-position
+        curves), ``length_rule``, ``params``, ``seconds`` (the pack's wall time shared
+        equally).
 
     Example:
         >>> p = GridProtocol(steps=4, loss_every=2, score_every=4, eval_size=4, heldout_size=4, batch_size=4, warmup=0)
-        >>> r = run_grid_trial("associative_recall", "rope", "bos", 0, 1e-3, p)
-        >>> r["best_step"] in (2, 4), len(r["losses"]), r["trajectory"][-1]["steps"]
-        (True, 4, 4)
+        >>> a, b = run_grid_pack("associative_recall", "rope", "bos", [(0, 1e-3), (1, 1e-2)], p)
+        >>> a["best_step"] in (2, 4), len(b["losses"]), b["trajectory"][-1]["steps"], b["lr"]
+        (True, 4, 4, 0.01)
     """
-    task, scheme, variant, seed, lr, protocol, trial = _trial(task, scheme, variant, seed, lr, protocol)
-    bos = variant == "bos"
+    task, scheme, variant, members, protocol = _checked(task, scheme, variant, members, protocol)
+    bos, draw = variant == "bos", length_rule(task, scheme) == "uniform"
     start = time.perf_counter()
-    model, batches, optimiser, schedule = trial
-    heldout = grid_batch(task, scheme, protocol, bos, protocol.heldout_size, protocol.train_len,
-                         torch.Generator().manual_seed(2_000_003 * (seed + 1)),
-                         torch.Generator().manual_seed(5_000_011 * (seed + 1)), draw=length_rule(task, scheme) == "uniform")
-    trajectory: list[dict] = []
-    final: dict = {}
-    last_loss = [math.nan]
+    models, streams, schedule = _pack(task, scheme, variant, members, protocol)
+    heldouts = [grid_batch(task, scheme, protocol, bos, protocol.heldout_size, protocol.train_len,
+                           torch.Generator().manual_seed(2_000_003 * (seed + 1)),
+                           torch.Generator().manual_seed(5_000_011 * (seed + 1)), draw=draw) for seed, _ in members]
+    trajectories: list[list[dict]] = [[] for _ in members]
+    finals: list[dict] = [{} for _ in members]
+    calls = [0] * len(members)
 
-    def evaluate(m: nn.Module) -> float:
-        last_loss[0] = heldout_loss(m, heldout)
-        return last_loss[0]
-
-    def callback(step: int, m: nn.Module) -> None:
+    def evaluate(i: int, model: nn.Module) -> float:
+        calls[i] += 1
+        step = min(calls[i] * protocol.loss_every, protocol.steps)  # fit_batched evaluates every loss_every and at the end
+        value = heldout_loss(model, heldouts[i])
+        seed = members[i][0]
         if step % protocol.score_every == 0 or step == protocol.steps:
-            held = last_loss[0] if step % protocol.loss_every == 0 or step == protocol.steps else None
-            trajectory.append({"steps": step, "heldout_loss": held, **score_model(m, task, scheme, protocol, bos, seed)})
-        if step == protocol.steps:  # before fit loads the best weights back
-            final.update(score_model(m, task, scheme, protocol, bos, seed, per_position=True))
+            trajectories[i].append({"steps": step, "heldout_loss": value,
+                                    **score_model(model, task, scheme, protocol, bos, seed)})
+        if step == protocol.steps:  # before fit_batched loads the best weights back
+            finals[i] = score_model(model, task, scheme, protocol, bos, seed, per_position=True)
+        return value
 
-    out = fit(model, batches, _batch_loss, optimiser=optimiser, steps=protocol.steps, schedule=schedule,
-              evaluate=evaluate, every=protocol.loss_every, keep_best=True, callback=callback)
-    best = score_model(model, task, scheme, protocol, bos, seed, per_position=True)
-    return {
-        "task": task, "scheme": scheme, "variant": variant, "seed": seed, "lr": lr,
-        "length_rule": length_rule(task, scheme),
-        "params": sum(p.numel() for p in model.parameters()), "losses": out.train_loss,
-        "heldout": [[s, v] for s, v in out.history], "trajectory": trajectory, "best_step": out.best_step,
-        "best_loss": out.best_value, "best": best, "final": final,
-        "final_loss": out.history[-1][1] if out.history else math.nan, "seconds": time.perf_counter() - start,
-    }
+    results = fit_batched(models, streams, _pack_loss, lrs=[lr for _, lr in members], steps=protocol.steps,
+                          schedule=schedule, evaluate=evaluate, every=protocol.loss_every)
+    seconds = (time.perf_counter() - start) / len(members)
+    out = []
+    for (seed, lr), model, result, trajectory, final in zip(members, models, results, trajectories, finals):
+        out.append({
+            "task": task, "scheme": scheme, "variant": variant, "seed": seed, "lr": lr,
+            "length_rule": length_rule(task, scheme), "params": sum(p.numel() for p in model.parameters()),
+            "losses": result.train_loss, "heldout": [[s, v] for s, v in result.history], "trajectory": trajectory,
+            "best_step": result.best_step, "best_loss": result.best_value,
+            "best": score_model(model, task, scheme, protocol, bos, seed, per_position=True), "final": final,
+            "final_loss": result.history[-1][1] if result.history else math.nan, "seconds": seconds,
+        })
+    return out
+
+
+def run_grid_trial(task: str, scheme: str, variant: str, seed: int, lr: float, protocol: GridProtocol | None = None) -> dict:
+    """One trial of the grid: :func:`run_grid_pack` with one member (the same numbers as in any pack).
+
+    Example:
+        >>> p = GridProtocol(steps=2, loss_every=1, score_every=2, eval_size=4, heldout_size=4, batch_size=4)
+        >>> run_grid_trial("separator_copy", "t5", "plain", 0, 3e-3, p)["best_step"] in (1, 2)
+        True
+    """
+    return run_grid_pack(task, scheme, variant, [(seed, lr)], protocol)[0]
 
 
 def _round(x: float | None, digits: int = 4) -> float | None:
@@ -389,11 +430,12 @@ def trial_rows(trial: Mapping, *, role: str = "main") -> list[dict]:
     """The results-file rows of one trial of :func:`run_grid_trial`: its trajectory, best and final checkpoints.
 
     Every row has ``task``, ``scheme``, ``variant``, ``role``, ``seed``, ``lr``,
-    ``length_rule``, ``steps``, ``checkpoint`` (``"trajectory"``, ``"best"`` or
-    ``"final"``), ``heldout_loss``, the ``acc_<f>x`` and ``beyond_<f>x`` accuracies,
+    ``steps``, ``checkpoint`` (``"trajectory"``, ``"best"`` or ``"final"``),
+    ``heldout_loss``, ``acc_1x`` and the ``beyond_<f>x`` accuracies,
     ``final`` (true on the final checkpoint only) and ``stop`` (``"budget"`` on the
     final row, ``"best_heldout_loss"`` on the best one). The best and final rows add the
-    per-position curve at the longest evaluation length (``pos_4x``); the final row adds
+    ``length_rule``, the ``acc_<f>x`` of every length and the per-position curve at the
+    longest evaluation length (``pos_4x``); the final row adds
     ``heldout`` (the held-out loss every ``loss_every`` steps), ``params`` and
     ``seconds``. Accuracies and losses are rounded to 4 decimals, curves to 3.
     """
@@ -408,8 +450,10 @@ def trial_rows(trial: Mapping, *, role: str = "main") -> list[dict]:
     def curves(s: Mapping) -> dict:
         return {longest: [_round(a, 3) for a in s[longest]]} if longest in s else {}
 
-    rows = [{**base, "steps": t["steps"], "checkpoint": "trajectory", "heldout_loss": _round(t["heldout_loss"]),
-             **scores(t), "final": False, "stop": None} for t in trial["trajectory"]]
+    short = {k: v for k, v in base.items() if k != "length_rule"}
+    rows = [{**short, "steps": t["steps"], "checkpoint": "trajectory", "heldout_loss": _round(t["heldout_loss"]),
+             **{k: v for k, v in scores(t).items() if not k.startswith("acc_") or k == "acc_1x"},
+             "final": False, "stop": None} for t in trial["trajectory"]]
     rows.append({**base, "steps": trial["best_step"], "checkpoint": "best", "heldout_loss": _round(trial["best_loss"]),
                  **scores(trial["best"]), "final": False, "stop": "best_heldout_loss", **curves(trial["best"])})
     last = trial["trajectory"][-1]["steps"] if trial["trajectory"] else len(trial["losses"])
@@ -451,26 +495,6 @@ def _finite(name: str, values: object) -> np.ndarray:
     return arr[~np.isnan(arr)]
 
 
-def bootstrap_interval(values: Sequence[float], *, level: float = 0.95, n_boot: int = 4000, seed: int = 0) -> tuple[float, float]:
-    """The percentile bootstrap interval of the mean of ``values`` (``None``/``nan`` left out).
-
-    ``(nan, nan)`` with fewer than two values; ``(v, v)`` when all are equal.
-
-    Example:
-        >>> lo, hi = bootstrap_interval([0.2, 0.4, 0.6, 0.8])
-        >>> 0.2 <= lo < 0.5 < hi <= 0.8
-        True
-    """
-    arr = _finite("values", values)
-    level = check_real("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
-    n_boot = check_int("n_boot", n_boot)
-    if arr.size < 2:
-        return math.nan, math.nan
-    rng = np.random.default_rng(check_int("seed", seed, minimum=0))
-    means = arr[rng.integers(0, arr.size, (n_boot, arr.size))].mean(axis=1)
-    return float(np.quantile(means, (1 - level) / 2)), float(np.quantile(means, (1 + level) / 2))
-
-
 def fit_label(acc_1x: Sequence[float]) -> dict:
     """How many seeds fit (``acc_1x >= FIT``): ``k``, ``n``, the Wilson interval and a label.
 
@@ -504,7 +528,8 @@ def extrapolation_label(acc_1x: Sequence[float], beyond: Sequence[float | None],
         FLOOR_MARGIN``), ``"degrades"``, ``"not fit"`` (no seed fits) or ``"cannot
         run"``; ``uncertain`` is true when the retention interval crosses ``HOLD`` or the
         accuracy interval crosses ``floor + FLOOR_MARGIN`` (the label then reads
-        ``"uncertain (<label>)"``). Intervals are bootstrap intervals of the mean.
+        ``"uncertain (<label>)"``). Intervals are the 95 % bootstrap intervals of the mean
+        of :func:`~posenc.book.results.summarize` (``nan`` with one seed).
 
     Example:
         >>> extrapolation_label([1.0, 1.0, 1.0], [0.98, 0.97, 0.99], 0.1)["label"]
@@ -526,8 +551,9 @@ def extrapolation_label(acc_1x: Sequence[float], beyond: Sequence[float | None],
         return {**out, "label": "cannot run"}
     keep = fits & ~np.isnan(far)
     retention = far[keep] / acc[keep]
-    out.update(n=int(keep.sum()), retention=float(retention.mean()), retention_interval=bootstrap_interval(retention),
-               beyond=float(far[keep].mean()), beyond_interval=bootstrap_interval(far[keep]),
+    out.update(n=int(keep.sum()), retention=float(retention.mean()),
+               retention_interval=summarize(retention, interval="bootstrap").interval,
+               beyond=float(far[keep].mean()), beyond_interval=summarize(far[keep], interval="bootstrap").interval,
                per_seed=[round(float(v), 4) for v in far[keep]])
     bar = floor + FLOOR_MARGIN
     label = "holds" if out["retention"] >= HOLD else "floor" if out["beyond"] <= bar else "degrades"

@@ -134,7 +134,7 @@ def test_task_bad_input_names_the_argument(call, name):
 
 # --------------------------------------------------------------------------- one trial
 
-SMALL = S.GridProtocol(steps=6, loss_every=2, score_every=3, eval_size=8, heldout_size=8, batch_size=8, warmup=2)
+SMALL = S.GridProtocol(steps=6, loss_every=2, score_every=4, eval_size=8, heldout_size=8, batch_size=8, warmup=2)
 
 
 def test_randomized_positions_per_length_and_same_tokens_for_every_scheme():
@@ -159,8 +159,18 @@ def test_trial_is_deterministic_and_its_best_is_the_lowest_heldout_loss():
     np.testing.assert_equal(a["final"], b["final"])  # nan (unscored positions) equal to nan
     steps, losses = zip(*a["heldout"])
     assert steps == (2, 4, 6) and a["best_step"] == steps[int(np.argmin(losses))]
-    assert [t["steps"] for t in a["trajectory"]] == [3, 6]
+    assert [t["steps"] for t in a["trajectory"]] == [4, 6]
     assert a["length_rule"] == "uniform" and len(a["final"]["pos_4x"]) == 64
+
+
+def test_a_members_numbers_do_not_depend_on_its_pack():
+    alone = S.run_grid_trial("latest_marker", "randomized", "plain", 1, 1e-2, SMALL)
+    pack = S.run_grid_pack("latest_marker", "randomized", "plain", [(0, 1e-3), (1, 1e-2), (2, 3e-3)], SMALL)
+    assert pack[1]["losses"] == alone["losses"] and pack[1]["heldout"] == alone["heldout"]
+    np.testing.assert_equal(pack[1]["best"], alone["best"])
+    assert [m["lr"] for m in pack] == [1e-3, 1e-2, 3e-3]
+    with pytest.raises(TypeError, match="members"):
+        S.run_grid_pack("latest_marker", "rope", "plain", [], SMALL)
 
 
 def test_trial_rows_carry_the_protocol_fields():
@@ -169,8 +179,9 @@ def test_trial_rows_carry_the_protocol_fields():
     assert kinds == ["trajectory", "trajectory", "best", "final"]
     for r in rows:
         for k in ("task", "scheme", "variant", "role", "seed", "lr", "steps", "acc_1x", "beyond_2x", "beyond_4x",
-                  "final", "stop", "length_rule"):
+                  "final", "stop"):
             assert k in r
+    assert rows[-1]["length_rule"] == "fixed" and "acc_4x" in rows[-1] and "acc_4x" not in rows[0]
     assert rows[-1]["final"] and rows[-1]["stop"] == "budget" and rows[2]["stop"] == "best_heldout_loss"
     assert sum(r["final"] for r in rows) == 1 and "pos_4x" in rows[2] and "pos_4x" not in rows[0]
     assert "pos_1x" not in rows[-1] and len(rows[-1]["heldout"]) == 3
@@ -188,6 +199,8 @@ def test_grid_schemes_exclude_learned_and_protocol_checks():
         S.GridProtocol(eval_factors=(2, 4))
     with pytest.raises(TypeError, match="lrs"):
         S.GridProtocol(lrs=[1e-3])
+    with pytest.raises(ValueError, match="score_every"):
+        S.GridProtocol(loss_every=50, score_every=120)
     assert "U(1, train_len)" in S.LENGTH_RULE
     assert S.GridProtocol.from_dict(S.GridProtocol().to_dict()) == S.GridProtocol()
 
@@ -208,15 +221,6 @@ def test_wilson_interval_known_values():
     assert (lo, hi) == pytest.approx((0.2366, 0.7634), abs=1e-4)
     with pytest.raises(ValueError, match="k"):
         S.wilson_interval(5, 4)
-
-
-def test_bootstrap_interval():
-    assert all(math.isnan(v) for v in S.bootstrap_interval([0.5]))
-    assert S.bootstrap_interval([0.3, 0.3, 0.3]) == (0.3, 0.3)
-    lo, hi = S.bootstrap_interval([0.0, 1.0] * 10)
-    assert lo < 0.5 < hi
-    with pytest.raises(TypeError, match="values"):
-        S.bootstrap_interval("abc")
 
 
 def test_fit_and_extrapolation_labels():
