@@ -294,6 +294,27 @@ def test_longest_wavelength_and_the_base_that_reaches_a_length():
         b = lab.base_for_wavelength(length, d)
         assert lab.longest_wavelength(d, base=b) == pytest.approx(length)
 
+
+def test_reading_time_splits_core_optional_and_exercises(tmp_path):
+    import json
+
+    cells = [
+        {"cell_type": "markdown", "source": ["(sec-a)=\n", "## A\n", "one two three\n", ":alt: not read"]},
+        {"cell_type": "code", "metadata": {}, "source": ["x = 1\n", "\n", "y = 2"]},
+        {"cell_type": "code", "metadata": {"tags": ["hide-input"]}, "source": ["plot()"]},
+        {"cell_type": "markdown", "source": ["### B (optional)\n", "four five\n"]},
+        {"cell_type": "code", "metadata": {}, "source": ["z = 3"]},
+        {"cell_type": "markdown", "source": ["## C\n", "six"]},
+        {"cell_type": "markdown", "source": ["## Exercises\n", "seven eight"]},
+    ]
+    path = tmp_path / "chapter.ipynb"
+    path.write_text(json.dumps({"cells": cells}))
+    t = lab.reading_time(path)
+    assert (t["core"]["words"], t["core"]["code_lines"]) == (6, 2)
+    assert (t["optional"]["words"], t["optional"]["code_lines"]) == (4, 1)
+    assert t["exercises"]["words"] == 3
+    assert t["core"]["minutes"] == pytest.approx(6 / 100 + 2 / 20)
+
 @pytest.mark.parametrize(
     "call, exc, match",
     [
@@ -316,6 +337,8 @@ def test_longest_wavelength_and_the_base_that_reaches_a_length():
         (lambda: lab.dot_product_log_decay(5.0, 8, base=1.0), ValueError, "base"),
         (lambda: lab.dirichlet_bound(1, 4), ValueError, "max_len"),
         (lambda: lab.add_vs_concat_readout(16, equal_energy=1), TypeError, "equal_energy"),
+        (lambda: lab.reading_time(3), TypeError, "notebook"),
+        (lambda: lab.reading_time("/nonexistent/chapter.ipynb"), ValueError, "notebook"),
         (lambda: lab.offset_distance(4, 4, frequencies=np.array([1.0, -1.0])), ValueError, "frequencies"),
         (lambda: lab.offset_distance(4, 6, frequencies=np.array([1.0, 0.5])), ValueError, "d_model"),
         (lambda: lab.offset_distance(4, 4, frequencies="ab"), TypeError, "frequencies"),
