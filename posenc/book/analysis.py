@@ -17,8 +17,11 @@ of ``O(L**2 d)``. The second form has no cancellation, so tiny distances are acc
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
+import os
+import re
 
 import numpy as np
 import torch
@@ -39,10 +42,14 @@ __all__ = [
     "add_vs_concat_readout",
     "band_noise_sweep",
     "code_depends_on_length",
+    "base_for_wavelength",
     "dirichlet_bound",
+    "dot_product_ci_envelope",
+    "dot_product_ci_zero",
     "dot_product_log_decay",
     "decode_offsets",
     "linear_shift_residual",
+    "longest_wavelength",
     "naive_encoding",
     "float32_encoding",
     "float32_row_error",
@@ -50,6 +57,7 @@ __all__ = [
     "min_distance_float32",
     "min_pairwise_distance",
     "nearest_position",
+    "reading_time",
     "offset_distance",
     "offset_dot_product",
     "decade_above",
@@ -59,6 +67,19 @@ __all__ = [
 _CHUNK = 8192
 
 
+def _pair_frequencies(d_model: int, base: float, frequencies: object) -> np.ndarray:
+    """The paper's frequencies, or ``frequencies`` checked against ``d_model``."""
+    if frequencies is None:
+        return _even_frequencies(d_model, base)
+    d_model = check_int("d_model", d_model)
+    w = as_finite_array("frequencies", frequencies, ndim=1)
+    if np.any(w <= 0):
+        raise ValueError("frequencies must be > 0 (angular frequencies of the pairs)")
+    if 2 * w.size != d_model:
+        raise ValueError(f"d_model must be 2 * len(frequencies) = {2 * w.size}, got {d_model}")
+    return w
+
+
 def _even_frequencies(d_model: int, base: float) -> np.ndarray:
     d_model = check_int("d_model", d_model)
     if d_model % 2:
@@ -66,7 +87,9 @@ def _even_frequencies(d_model: int, base: float) -> np.ndarray:
     return sinusoidal_frequencies(d_model, base=check_positive_float("base", base))
 
 
-def offset_distance(offsets: int | np.ndarray, d_model: int, *, base: float = 10000.0) -> np.ndarray:
+def offset_distance(
+    offsets: int | np.ndarray, d_model: int, *, base: float = 10000.0, frequencies: np.ndarray | None = None
+) -> np.ndarray:
     """Exact distance ``|PE(p + k) - PE(p)|`` for each offset ``k`` (any ``p``), float64.
 
     Computed as ``2 * sqrt(sum_i sin(k omega_i / 2)**2)``, in chunks of offsets.
@@ -75,6 +98,9 @@ def offset_distance(offsets: int | np.ndarray, d_model: int, *, base: float = 10
         offsets: an int ``n`` (offsets ``0..n-1``) or a 1-D array of offsets.
         d_model: even encoding width.
         base: the constant 10000 of the paper.
+        frequencies: optional 1-D array of ``d_model / 2`` angular frequencies ``omega_i > 0``
+            to use instead of the paper's ``base**(-2i/d)`` (any code of sin/cos pairs);
+            then ``base`` is ignored and ``d_model`` must equal ``2 * len(frequencies)``.
 
     Returns:
         Array of shape ``(len(offsets),)``.
@@ -85,7 +111,7 @@ def offset_distance(offsets: int | np.ndarray, d_model: int, *, base: float = 10
         True
     """
     k = as_positions("offsets", offsets)
-    w = _even_frequencies(d_model, base)
+    w = _pair_frequencies(d_model, base, frequencies)
     out = np.empty(k.shape[0], dtype=np.float64)
     for s in range(0, k.shape[0], _CHUNK):
         half = np.sin(k[s : s + _CHUNK, None] * w[None, :] / 2.0)
@@ -118,13 +144,17 @@ def offset_dot_product(offsets: int | np.ndarray, d_model: int, *, base: float =
     return out
 
 
-def min_distance_by_length(max_len: int, d_model: int, *, base: float = 10000.0) -> np.ndarray:
+def min_distance_by_length(
+    max_len: int, d_model: int, *, base: float = 10000.0, frequencies: np.ndarray | None = None
+) -> np.ndarray:
     """Smallest distance between the exact encodings of two of the first ``L`` positions.
 
     Args:
         max_len: largest length ``L`` considered (>= 2).
         d_model: even encoding width.
         base: the constant 10000 of the paper.
+        frequencies: optional angular frequencies of the pairs instead of the paper's
+            (see :func:`offset_distance`).
 
     Returns:
         Array ``m`` of shape ``(max_len + 1,)``: ``m[L]`` is the minimum over
@@ -136,7 +166,7 @@ def min_distance_by_length(max_len: int, d_model: int, *, base: float = 10000.0)
         True
     """
     max_len = check_int("max_len", max_len, minimum=2)
-    dist = offset_distance(np.arange(1, max_len, dtype=np.float64), d_model, base=base)
+    dist = offset_distance(np.arange(1, max_len, dtype=np.float64), d_model, base=base, frequencies=frequencies)
     return np.concatenate([[np.inf, np.inf], np.minimum.accumulate(dist)])
 
 
@@ -504,6 +534,7 @@ def add_vs_concat_readout(
     seed: int = 0,
     noise: float = 0.0,
     dropout: float = 0.0,
+    equal_energy: bool = False,
 ) -> dict[str, float]:
     """How well a linear read-out recovers token and position from ``token + PE`` vs ``[token | PE]``.
 
@@ -518,6 +549,14 @@ def add_vs_concat_readout(
     vector ``x`` is corrupted: Gaussian noise of standard deviation ``noise`` on every entry,
     and/or inverted dropout with rate ``dropout`` (entries zeroed with that probability,
     the others divided by ``1 - dropout``), which the Transformer applies to this very sum.
+
+    With these conventions the two arms do not carry the same signal energy: the sum has
+    ``E|x|^2 = d + d/2`` (token plus encoding, which are uncorrelated), the concatenation
+    ``d/2 + d/4``, half as much, so the same noise is relatively twice as strong for it.
+    ``equal_energy=True`` multiplies the concatenated vector (and the templates the read-out
+    compares it with) by ``sqrt(2)`` before the corruption, so that both arms enter it with
+    the same expected ``|x|^2``, as a normalisation layer before the first projection would
+    enforce. The measured energies are returned.
 
     The read-out is the nearest token and the nearest position *by a linear score*, what one
     linear layer can compute: ``argmax_s x . E_s - |E_s|^2 / 2`` for the token and
@@ -537,11 +576,14 @@ def add_vs_concat_readout(
         seed: seed of ``numpy.random.default_rng``.
         noise: standard deviation of the Gaussian noise added to every entry (>= 0).
         dropout: dropout rate in ``[0, 1)``.
+        equal_energy: scale the concatenated arm by ``sqrt(2)`` to the sum's signal energy.
 
     Returns:
         For each arm ``a`` in ``("add", "concat")``: ``a_token`` (fraction of tokens read
         exactly), ``a_position`` (positions read exactly), ``a_position_near`` (off by at
-        most 1), ``a_position_far`` (off by more than 10), all in ``[0, 1]``.
+        most 1), ``a_position_far`` (off by more than 10), all in ``[0, 1]``, and
+        ``a_energy``, the mean ``|x|^2`` of the uncorrupted input. The draws do not depend
+        on ``equal_energy``, so the two settings compare the same samples.
 
     Example:
         >>> r = add_vs_concat_readout(64, n_tokens=50, n_positions=32, n_samples=200)
@@ -561,6 +603,7 @@ def add_vs_concat_readout(
     if not math.isfinite(noise) or noise < 0:
         raise ValueError(f"noise must be a finite number >= 0, got {noise}")
     dropout = check_probability("dropout", dropout)
+    equal_energy = check_bool("equal_energy", equal_energy)
     rng = np.random.default_rng(seed)
     tok_id = rng.integers(0, n_tokens, n_samples)
     pos_id = rng.integers(0, n_positions, n_samples)
@@ -573,7 +616,10 @@ def add_vs_concat_readout(
         else:
             e_full = np.concatenate([emb, np.zeros((n_tokens, width))], axis=1)
             p_full = np.concatenate([np.zeros((n_positions, width)), pe], axis=1)
+            if equal_energy:
+                e_full, p_full = e_full * math.sqrt(2.0), p_full * math.sqrt(2.0)
         x = e_full[tok_id] + p_full[pos_id]
+        out[f"{arm}_energy"] = float(np.mean(np.sum(x * x, axis=1)))
         if noise > 0:
             x = x + rng.normal(0.0, noise, x.shape)
         if dropout > 0:
@@ -585,6 +631,25 @@ def add_vs_concat_readout(
         out[f"{arm}_position_near"] = float(np.mean(err <= 1))
         out[f"{arm}_position_far"] = float(np.mean(err > 10))
     return out
+
+
+def _envelope_args(offsets: object, d_model: object, base: object) -> tuple[np.ndarray, int, float]:
+    """The checked arguments of the dot-product envelopes: offsets ``k > 0``, even width, base > 1."""
+    d_model = check_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(f"d_model must be even (complete sin/cos pairs), got {d_model}")
+    base = check_positive_float("base", base)
+    if base <= 1.0:
+        raise ValueError(f"base must be > 1, got {base}")
+    if isinstance(offsets, bool):
+        raise TypeError("offsets must be numbers, got a bool")
+    try:
+        k = np.asarray(offsets, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"offsets must be numbers, got {offsets!r}") from err
+    if k.size == 0 or not np.all(np.isfinite(k)) or np.any(k <= 0):
+        raise ValueError("offsets must be finite numbers > 0")
+    return k, d_model, base
 
 
 def dot_product_log_decay(offsets: float | np.ndarray, d_model: int, *, base: float = 10000.0) -> np.ndarray:
@@ -612,20 +677,7 @@ def dot_product_log_decay(offsets: float | np.ndarray, d_model: int, *, base: fl
         >>> float(np.round(dot_product_log_decay(10000 * np.exp(-np.euler_gamma), 512), 12))
         0.0
     """
-    d_model = check_int("d_model", d_model)
-    if d_model % 2:
-        raise ValueError(f"d_model must be even (complete sin/cos pairs), got {d_model}")
-    base = check_positive_float("base", base)
-    if base <= 1.0:
-        raise ValueError(f"base must be > 1, got {base}")
-    if isinstance(offsets, bool):
-        raise TypeError("offsets must be numbers, got a bool")
-    try:
-        k = np.asarray(offsets, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"offsets must be numbers, got {offsets!r}") from err
-    if k.size == 0 or not np.all(np.isfinite(k)) or np.any(k <= 0):
-        raise ValueError("offsets must be finite numbers > 0")
+    k, d_model, base = _envelope_args(offsets, d_model, base)
     return (d_model / 2) * np.log(base / (np.exp(np.euler_gamma) * k)) / math.log(base)
 
 
@@ -661,6 +713,177 @@ def dirichlet_bound(max_len: int, d_model: int) -> float:
     while n**m > max_len - 1:  # guard the floating-point root
         n -= 1
     return float(math.sqrt(m) * 2.0 * math.pi / max(n, 1))
+
+
+def dot_product_ci_envelope(offsets: float | np.ndarray, d_model: int, *, base: float = 10000.0) -> np.ndarray:
+    """The cosine-integral envelope ``(d/2) [Ci(k) - Ci(k / base)] / ln(base)`` of the dot product.
+
+    The step before :func:`dot_product_log_decay`: the sum ``sum_i cos(k omega_i)`` over the
+    ``d / 2`` pairs replaced by ``d / 2`` times the integral over ``u = 2i / d`` in ``[0, 1]``,
+    without the small-argument expansion of ``Ci``, so it also holds for ``k`` comparable
+    to ``base``.
+
+    Args:
+        offsets: offsets ``k > 0`` (a number or an array).
+        d_model: even encoding width.
+        base: the constant 10000 of the paper (> 1).
+
+    Returns:
+        float64 array of the envelope at each offset.
+
+    Example:
+        >>> bool(abs(dot_product_ci_envelope(100.0, 512)[0] - 112.0) < 0.5)
+        True
+    """
+    from scipy.special import sici
+
+    k, d_model, base = _envelope_args(offsets, d_model, base)
+    k = np.atleast_1d(k)
+    return (d_model / 2) * (sici(k)[1] - sici(k / base)[1]) / math.log(base)
+
+
+def dot_product_ci_zero(*, base: float = 10000.0) -> float:
+    """The offset where :func:`dot_product_ci_envelope` first reaches zero (any width).
+
+    ``Ci(k) = Ci(k / base)``: with ``Ci(k)`` small for large ``k``, close to
+    ``k = 0.6165 base``, where ``Ci`` itself is zero (6,166 for base 10,000); the logarithmic form puts it at
+    ``base e**-gamma = 0.5615 base`` instead.
+
+    Args:
+        base: the constant 10000 of the paper (> 20).
+
+    Returns:
+        The offset, a Python float.
+
+    Example:
+        >>> round(dot_product_ci_zero())
+        6166
+    """
+    from scipy.optimize import brentq
+    from scipy.special import sici
+
+    base = check_positive_float("base", base)
+    if base <= 20.0:
+        raise ValueError(f"base must be > 20 (the envelope needs 1 << k << base), got {base}")
+    return float(brentq(lambda k: sici(k)[1] - sici(k / base)[1], 0.3 * base, 0.95 * base, xtol=1e-9))
+
+
+def longest_wavelength(d_model: int, *, base: float = 10000.0) -> float:
+    """Wavelength of the slowest pair, ``2 pi base**((d - 2) / d)`` positions.
+
+    Only for large ``d`` is it close to ``2 pi base``; for ``d = 8`` it is ``2 pi base**(3/4)``.
+
+    Args:
+        d_model: even encoding width (>= 2).
+        base: the constant 10000 of the paper.
+
+    Returns:
+        The wavelength in positions, a Python float.
+
+    Example:
+        >>> round(longest_wavelength(8, base=1e5))
+        35333
+    """
+    return float(2.0 * math.pi / _even_frequencies(d_model, base)[-1])
+
+
+def base_for_wavelength(length: float, d_model: int) -> float:
+    """The smallest base whose slowest pair has a wavelength of at least ``length`` positions.
+
+    Inverts :func:`longest_wavelength`: ``base = (length / (2 pi))**(d / (d - 2))``.
+
+    Args:
+        length: the wavelength to reach, in positions (> 0).
+        d_model: even encoding width, >= 4 (for ``d = 2`` the only wavelength is ``2 pi``).
+
+    Returns:
+        The base, a Python float.
+
+    Example:
+        >>> round(base_for_wavelength(100_000, 8), -3)
+        400000.0
+    """
+    length = check_positive_float("length", length)
+    d_model = check_int("d_model", d_model, minimum=4)
+    if d_model % 2:
+        raise ValueError(f"d_model must be even (complete sin/cos pairs), got {d_model}")
+    return float((length / (2.0 * math.pi)) ** (d_model / (d_model - 2)))
+
+
+# ---------------------------------------------------------------- reading time of a chapter
+
+#: Reading rates behind :func:`reading_time`: words of prose and lines of code per minute.
+PROSE_WORDS_PER_MINUTE = 100
+CODE_LINES_PER_MINUTE = 20
+
+_MYST_SKIP = re.compile(r"^\s*(:(alt|name|label|class|width):|```|\([\w-]+\)=|:::)")
+
+
+def reading_time(notebook: str | os.PathLike) -> dict[str, dict[str, float]]:
+    """Words of prose, lines of code and minutes to read each part of a chapter notebook.
+
+    A chapter is split into ``core`` (everything not marked optional), ``optional``
+    (sections whose ``##`` or ``###`` heading ends with ``(optional)``, down to the next
+    heading of the same or a higher level) and ``exercises`` (from the ``## Exercises``
+    heading on). Prose words are the whitespace-separated words of the markdown cells,
+    without MyST directive lines, labels and figure alt texts; code lines are the
+    non-blank lines of the code cells a reader sees (cells tagged ``remove-cell`` or
+    ``hide-input`` are not counted). Minutes assume :data:`PROSE_WORDS_PER_MINUTE` words of
+    technical prose (figures included) and :data:`CODE_LINES_PER_MINUTE` lines of code a
+    minute: an estimate for a careful first reading, not a measurement of readers.
+
+    Args:
+        notebook: path of an ``.ipynb`` file.
+
+    Returns:
+        ``{part: {"words": int, "code_lines": int, "minutes": float}}`` for the parts
+        ``core``, ``optional`` and ``exercises``.
+
+    Example:
+        >>> import json, os, tempfile
+        >>> cells = [{"cell_type": "markdown", "source": ["## A\\n", "one two three"]},
+        ...          {"cell_type": "markdown", "source": ["## B (optional)\\n", "four five"]},
+        ...          {"cell_type": "code", "metadata": {}, "source": ["x = 1\\n", "y = 2"]}]
+        >>> path = os.path.join(tempfile.mkdtemp(), "chapter.ipynb")
+        >>> _ = open(path, "w").write(json.dumps({"cells": cells}))
+        >>> t = reading_time(path)
+        >>> t["core"]["words"], t["optional"]["words"], t["optional"]["code_lines"]
+        (4, 4, 2)
+    """
+    if not isinstance(notebook, (str, os.PathLike)):
+        raise TypeError(f"notebook must be a path, got {type(notebook).__name__}")
+    try:
+        with open(notebook, encoding="utf-8") as f:
+            cells = json.load(f)["cells"]
+    except (OSError, ValueError, KeyError) as err:
+        raise ValueError(f"notebook must be a readable .ipynb file, got {notebook!r}: {err}") from err
+    parts = {name: {"words": 0, "code_lines": 0} for name in ("core", "optional", "exercises")}
+    h2_optional = h3_optional = exercises = False
+    for cell in cells:
+        text = "".join(cell.get("source", []))
+        if cell.get("cell_type") == "code":
+            tags = cell.get("metadata", {}).get("tags", [])
+            if "remove-cell" in tags or "hide-input" in tags:
+                continue
+            part = "exercises" if exercises else "optional" if (h2_optional or h3_optional) else "core"
+            parts[part]["code_lines"] += sum(1 for line in text.splitlines() if line.strip())
+            continue
+        if cell.get("cell_type") != "markdown":
+            continue
+        for line in text.splitlines():
+            if line.startswith("## "):
+                exercises = exercises or line[3:].strip() == "Exercises"
+                h2_optional, h3_optional = line.rstrip().endswith("(optional)"), False
+            elif line.startswith("### "):
+                h3_optional = line.rstrip().endswith("(optional)")
+            if _MYST_SKIP.match(line):
+                continue
+            part = "exercises" if exercises else "optional" if (h2_optional or h3_optional) else "core"
+            parts[part]["words"] += len(line.lstrip("#").split())
+    return {
+        name: {**v, "minutes": v["words"] / PROSE_WORDS_PER_MINUTE + v["code_lines"] / CODE_LINES_PER_MINUTE}
+        for name, v in parts.items()
+    }
 
 
 # ---------------------------------------------------------------- decoding noisy encodings (chapter 3)

@@ -251,6 +251,70 @@ def test_band_noise_sweep_without_noise_is_exact_and_degrades_with_noise():
         assert res[band]["abs_exact"][1] < 0.9 and res[band]["rel_exact"][1] < 0.9
 
 
+
+def test_add_vs_concat_readout_equal_energy_scales_only_the_concatenation():
+    plain = lab.add_vs_concat_readout(64, n_samples=500, noise=1.0)
+    equal = lab.add_vs_concat_readout(64, n_samples=500, noise=1.0, equal_energy=True)
+    # the sum carries about d + d/2, the concatenation d/2 + d/4; sqrt(2) closes the gap
+    assert plain["add_energy"] == pytest.approx(96, rel=0.05)
+    assert plain["concat_energy"] == pytest.approx(48, rel=0.05)
+    assert equal["concat_energy"] == pytest.approx(2 * plain["concat_energy"])
+    assert all(equal[k] == plain[k] for k in plain if k.startswith("add_"))  # same draws
+    # clean and dropout read-outs are scale-free
+    for kw in ({}, {"dropout": 0.2}):
+        a = lab.add_vs_concat_readout(32, n_samples=300, **kw)
+        b = lab.add_vs_concat_readout(32, n_samples=300, equal_energy=True, **kw)
+        assert {k: v for k, v in a.items() if "energy" not in k} == {k: v for k, v in b.items() if "energy" not in k}
+
+
+def test_offset_distance_with_own_frequencies():
+    w = posenc.sinusoidal_frequencies(16)
+    k = np.arange(50, dtype=float)
+    assert np.array_equal(lab.offset_distance(k, 16, frequencies=w), lab.offset_distance(k, 16))
+    # commensurate frequencies 2 pi j / 10 repeat exactly after 10 positions
+    w10 = 2 * np.pi * np.arange(1, 4) / 10
+    assert lab.offset_distance([10, 20], 6, frequencies=w10).max() < 1e-12
+    assert lab.min_distance_by_length(12, 6, frequencies=w10)[12] < 1e-12
+    assert lab.min_distance_by_length(10, 6, frequencies=w10)[10] > 0.5
+
+
+def test_cosine_integral_envelope_and_its_zero():
+    k = np.array([100.0, 1000.0])
+    assert np.allclose(lab.dot_product_ci_envelope(k, 512), lab.dot_product_log_decay(k, 512), atol=0.5)
+    zero = lab.dot_product_ci_zero()
+    assert zero == pytest.approx(6166, abs=1)
+    assert abs(lab.dot_product_ci_envelope(zero, 512)[0]) < 1e-6
+    assert lab.dot_product_ci_zero(base=1e5) == pytest.approx(0.6165 * 1e5, rel=1e-3)
+
+
+def test_longest_wavelength_and_the_base_that_reaches_a_length():
+    assert lab.longest_wavelength(512) == pytest.approx(2 * np.pi * 1e4 ** (510 / 512))
+    assert lab.longest_wavelength(8, base=1e5) == pytest.approx(2 * np.pi * 1e5 ** 0.75)
+    for d, length in ((4, 1e4), (8, 1e5), (64, 3e3)):
+        b = lab.base_for_wavelength(length, d)
+        assert lab.longest_wavelength(d, base=b) == pytest.approx(length)
+
+
+def test_reading_time_splits_core_optional_and_exercises(tmp_path):
+    import json
+
+    cells = [
+        {"cell_type": "markdown", "source": ["(sec-a)=\n", "## A\n", "one two three\n", ":alt: not read"]},
+        {"cell_type": "code", "metadata": {}, "source": ["x = 1\n", "\n", "y = 2"]},
+        {"cell_type": "code", "metadata": {"tags": ["hide-input"]}, "source": ["plot()"]},
+        {"cell_type": "markdown", "source": ["### B (optional)\n", "four five\n"]},
+        {"cell_type": "code", "metadata": {}, "source": ["z = 3"]},
+        {"cell_type": "markdown", "source": ["## C\n", "six"]},
+        {"cell_type": "markdown", "source": ["## Exercises\n", "seven eight"]},
+    ]
+    path = tmp_path / "chapter.ipynb"
+    path.write_text(json.dumps({"cells": cells}))
+    t = lab.reading_time(path)
+    assert (t["core"]["words"], t["core"]["code_lines"]) == (6, 2)
+    assert (t["optional"]["words"], t["optional"]["code_lines"]) == (4, 1)
+    assert t["exercises"]["words"] == 3
+    assert t["core"]["minutes"] == pytest.approx(6 / 100 + 2 / 20)
+
 @pytest.mark.parametrize(
     "call, exc, match",
     [
@@ -272,6 +336,18 @@ def test_band_noise_sweep_without_noise_is_exact_and_degrades_with_noise():
         (lambda: lab.dot_product_log_decay(5.0, 7), ValueError, "d_model"),
         (lambda: lab.dot_product_log_decay(5.0, 8, base=1.0), ValueError, "base"),
         (lambda: lab.dirichlet_bound(1, 4), ValueError, "max_len"),
+        (lambda: lab.add_vs_concat_readout(16, equal_energy=1), TypeError, "equal_energy"),
+        (lambda: lab.reading_time(3), TypeError, "notebook"),
+        (lambda: lab.reading_time("/nonexistent/chapter.ipynb"), ValueError, "notebook"),
+        (lambda: lab.offset_distance(4, 4, frequencies=np.array([1.0, -1.0])), ValueError, "frequencies"),
+        (lambda: lab.offset_distance(4, 6, frequencies=np.array([1.0, 0.5])), ValueError, "d_model"),
+        (lambda: lab.offset_distance(4, 4, frequencies="ab"), TypeError, "frequencies"),
+        (lambda: lab.dot_product_ci_envelope(0.0, 8), ValueError, "offsets"),
+        (lambda: lab.dot_product_ci_envelope(5.0, 7), ValueError, "d_model"),
+        (lambda: lab.dot_product_ci_zero(base=10.0), ValueError, "base"),
+        (lambda: lab.longest_wavelength(7), ValueError, "d_model"),
+        (lambda: lab.base_for_wavelength(1e4, 2), ValueError, "d_model"),
+        (lambda: lab.base_for_wavelength(-1.0, 8), ValueError, "length"),
         (lambda: lab.dirichlet_bound(10, 5), ValueError, "d_model"),
         (lambda: lab.decode_offsets(np.zeros((2, 4)), np.zeros((2, 2)), np.ones(2), 5), ValueError, "first and second"),
         (lambda: lab.band_noise_sweep(16, 32, {"b": np.array([1, 2])}, np.array([0.1])), ValueError, "whole pairs"),

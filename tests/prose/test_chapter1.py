@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 import torch
 from torch import nn
 
@@ -76,3 +79,21 @@ def test_the_two_entry_points_of_the_positional_signal():
     bias = -(t[None, :] - t[:, None]).abs().double()
     with torch.no_grad():
         assert (attn(x, bias=bias) - attn(x)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize(
+    "notebook, core, optional, exercises, words, code_lines",
+    [  # as stated under "Reading time" in each chapter's introduction
+        ("01_motivation", 25, 0, 10, 2000, 110),
+        ("02_sinusoidal", 50, 25, 10, 4200, 210),
+        ("03_periodicity", 40, 20, 15, 3500, 170),
+    ],
+)
+def test_reading_time_as_stated(notebook, core, optional, exercises, words, code_lines):
+    """Chapters 1-3: words and code lines of each part at 100 words and 20 lines a minute."""
+    from posenc.book.analysis import reading_time
+
+    t = reading_time(Path(__file__).resolve().parents[2] / "notebooks" / f"{notebook}.ipynb")
+    assert abs(t["core"]["words"] - words) <= 150 and abs(t["core"]["code_lines"] - code_lines) <= 10
+    for part, minutes in (("core", core), ("optional", optional), ("exercises", exercises)):
+        assert abs(t[part]["minutes"] - minutes) <= 5, part

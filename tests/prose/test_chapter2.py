@@ -35,7 +35,7 @@ def test_design_section_candidates_fail_as_stated():
     assert lab.linear_shift_residual(binary, 1) > 0.2
     sin = posenc.sinusoidal_encoding(n, 16)
     sin_steps = np.linalg.norm(np.diff(sin, axis=0), axis=1)
-    assert np.ptp(sin_steps) < 1e-12 and sin_steps[0] == pytest.approx(1.015, abs=5e-4)
+    assert np.ptp(sin_steps) < 1e-12 and sin_steps[0] == pytest.approx(1.0147, abs=5e-5)
     assert lab.linear_shift_residual(sin, 1) < 1e-10
 
 
@@ -64,8 +64,9 @@ def test_design_table_is_measured_and_normalised():
     assert moves == {"integer": False, "fraction": True, "one_hot": False, "binary": False, "sinusoidal": False}
 
 
-def test_add_vs_concat_trade_off_goes_both_ways():
-    """Same corruption in both arms at equal width: each arm wins somewhere (chapter 2's numbers)."""
+def test_add_vs_concat_at_equal_width_and_at_equal_energy():
+    """Same corruption in every arm. At equal entries adding seems to win the token under strong
+    noise, but the sum carries twice the energy; at equal energy concatenation is never worse."""
     def r(d, **kw):
         return lab.add_vs_concat_readout(d, n_samples=4000, seed=0, **kw)
 
@@ -76,14 +77,62 @@ def test_add_vs_concat_trade_off_goes_both_ways():
     # at d = 512 the additive position errors are near misses: exact ~93 %, within one 100 %
     assert 0.88 < clean512["add_position"] < 0.98 and clean512["add_position_near"] > 0.995
     assert clean64["add_position_far"] > 0.04
-    strong = r(64, noise=1.0)  # strong noise: adding reads the token better, positions tie
-    assert strong["add_token"] - strong["concat_token"] > 0.03
+    strong = r(64, noise=1.0)  # equal entries: adding reads the token better, positions tie
+    assert strong["add_token"] == pytest.approx(0.993, abs=5e-4)
+    assert strong["concat_token"] == pytest.approx(0.9385, abs=5e-5)  # 93.8 %, as printed
     assert abs(strong["add_position"] - strong["concat_position"]) < 0.03
-    weak = r(64, noise=0.5)  # weak noise: concatenation reads the position better
-    assert weak["concat_position"] - weak["add_position"] > 0.2
-    drop = r(64, dropout=0.1)  # the paper's dropout: concatenation far better on position
+    # ... but with twice the signal energy: E|x|^2 = 1.5 d against 0.75 d
+    assert strong["add_energy"] == pytest.approx(96.1, abs=0.05)
+    assert strong["concat_energy"] == pytest.approx(47.3, abs=0.05)
+    equal = r(64, noise=1.0, equal_energy=True)
+    assert equal["concat_energy"] == pytest.approx(94.7, abs=0.05)
+    assert equal["concat_token"] == pytest.approx(0.998, abs=5e-4)
+    assert equal["concat_position"] == pytest.approx(0.518, abs=5e-4)
+    assert strong["add_position"] == pytest.approx(0.261, abs=5e-4)
+    assert r(512, noise=1.0, equal_energy=True)["concat_position"] == pytest.approx(0.9405, abs=5e-5)
+    # at equal energy the concatenation wins or ties every noisy row (the others do not depend on it)
+    for d in (16, 64, 512):
+        for kw in ({"noise": 0.5}, {"noise": 1.0}):  # clean and dropout are scale-free
+            e = r(d, equal_energy=True, **kw)
+            for m in ("token", "position", "position_near"):
+                assert e[f"concat_{m}"] >= e[f"add_{m}"], (d, kw, m)
+    drop = r(64, dropout=0.1)  # the paper's dropout: scale-free, concatenation far better on position
     assert drop["concat_position"] - drop["add_position"] > 0.35
     assert drop["add_token"] > 0.99 and drop["concat_token"] > 0.99
+
+
+def test_one_pair_is_distinct_but_not_well_separated():
+    """The design table's d = 2 row: passes every column but the closest pair (1/109 of a step)."""
+    one = posenc.sinusoidal_encoding(512, 2)
+    steps = np.linalg.norm(np.diff(one, axis=0), axis=1)
+    assert np.ptp(steps) < 1e-12 and steps[0] == pytest.approx(0.9589, abs=5e-5)
+    assert not lab.code_depends_on_length("sinusoidal", 10, (20, 100), d_model=2, max_len=512)
+    assert lab.linear_shift_residual(one, 1, relative=True) < 1e-9
+    closest = lab.min_pairwise_distance(one)
+    assert closest == pytest.approx(0.0088, abs=5e-5) and round(steps[0] / closest) == 109
+    eight = posenc.sinusoidal_encoding(512, 16)  # eight pairs: the closest pair is a pair of neighbours
+    assert lab.min_pairwise_distance(eight) == pytest.approx(1.0147, abs=5e-5)
+
+
+def test_circles_with_the_counters_periods_alias():
+    p = np.arange(64)
+    period2 = np.round(np.stack([np.sin(np.pi * p), np.cos(np.pi * p)], axis=1), 12) + 0.0
+    assert np.unique(period2, axis=0).shape[0] == 2
+    w = 2 * np.pi / 2.0 ** np.arange(1, 7)
+    assert lab.offset_distance([64], 12, frequencies=w)[0] < 1e-10
+    assert lab.min_distance_by_length(64, 12, frequencies=w)[64] > 0.1  # distinct before 64
+
+
+def test_longest_wavelength_is_near_2pi_base_only_for_wide_encodings():
+    assert lab.longest_wavelength(512) == pytest.approx(60_611, abs=1)
+    assert lab.longest_wavelength(512) / 512 == pytest.approx(118.4, abs=0.05)
+    assert lab.longest_wavelength(8) == pytest.approx(2 * np.pi * 1000, rel=1e-12)
+
+
+def test_add_concat_section_follows_the_formula_and_the_scaling_section():
+    text = (ROOT / "notebooks" / "02_sinusoidal.ipynb").read_text()
+    order = [text.index(f"(sec-sinusoidal-{name})=") for name in ("formula", "scaling", "add-concat", "implementations")]
+    assert order == sorted(order)
 
 
 def test_slow_pairs_nearly_constant_over_a_sequence():

@@ -9,9 +9,12 @@ import pytest
 
 import posenc
 from posenc.book.analysis import (
+    base_for_wavelength,
     dirichlet_bound,
+    dot_product_ci_zero,
     dot_product_log_decay,
     float32_row_error,
+    longest_wavelength,
     min_distance_by_length,
     min_distance_float32,
     nearest_position,
@@ -119,9 +122,9 @@ def test_chapter3_design_exercise_base_100_is_the_worst():
 
 
 def test_chapter3_design_exercise_mechanism_and_sweep():
-    """Corrected solution: at 7,100 pair 1 (omega 0.1) nearly completes turns, pair 0 follows
-    with ten times the error; the sweep's best is capped by Dirichlet's bound; with the range
-    requirement the best base is in the millions; large bases fall to pair 0's value at 44."""
+    """ex-periodicity-5: at 7,100 pair 1 (omega 0.1) nearly completes turns, pair 0 follows
+    with ten times the error; the best base is 2.46 times the median, not "no better than
+    the rest"; with the range requirement the best base is in the millions."""
     def turn_error(angle):
         return abs(angle - 2 * np.pi * round(angle / (2 * np.pi)))
 
@@ -132,10 +135,43 @@ def test_chapter3_design_exercise_mechanism_and_sweep():
     mins = np.array([min_distance_by_length(10_000, 4, base=b)[10_000] for b in bases])
     bound = dirichlet_bound(10_000, 4)
     assert mins.max() <= bound and 0.05 < mins.max() < 0.065
-    reach = bases >= (10_000 / (2 * np.pi)) ** 2
+    assert mins.max() / np.median(mins) == pytest.approx(2.46, abs=0.01)
+    assert np.mean(mins > 0.8 * mins.max()) == pytest.approx(0.08, abs=0.01)
+    reach = bases >= base_for_wavelength(10_000, 4)
     best_r = bases[reach][np.argmax(mins[reach])]
     assert 1e6 < best_r < 1e7 and 0.025 < mins[reach].max() < 0.04
-    assert mins[-1] == pytest.approx(offset_distance([44], 2)[0], rel=0.05)
+
+
+def test_chapter3_design_exercise_ends_fail_as_the_key_says():
+    """Large b tends to pair 0's own minimum within 10^4 (6e-5 at 710), not its value at 44;
+    small b fails on range: b = 10 separates as well as b = 10^4."""
+    pair0 = offset_distance(10_000, 2)[1:]
+    assert int(np.argmin(pair0)) + 1 == 710 and 5.5e-5 < pair0.min() < 6.5e-5
+    for b, value, offset in ((1e8, 0.0182, 44), (1e10, 0.0071, 710), (1e12, 0.00071, 710)):
+        dist = offset_distance(10_000, 4, base=b)[1:]
+        assert int(np.argmin(dist)) + 1 == offset and dist.min() == pytest.approx(value, rel=0.02)
+    assert offset_distance(10_000, 4, base=1e16)[1:].min() == pytest.approx(pair0.min(), rel=0.05)
+    m10 = min_distance_by_length(10_000, 4, base=10.0)[10_000]
+    m1e4 = min_distance_by_length(10_000, 4, base=1e4)[10_000]
+    assert m10 == pytest.approx(0.0441, abs=1e-4) and m1e4 == pytest.approx(0.0444, abs=1e-4)
+    assert longest_wavelength(4, base=10.0) == pytest.approx(19.87, abs=0.01)
+
+
+def test_chapter3_base_exercise_rules():
+    """ex-periodicity-6: the frequency ratio matters, not powers of ten; the range needs b >= 4e5."""
+    L = 100_000
+    m = {b: min_distance_by_length(L, 8, base=b)[L] for b in (16.0**4, 1e5, 1e6, 20.0**4)}
+    assert m[16.0**4] == pytest.approx(0.0731, abs=1e-4)
+    assert m[1e5] == pytest.approx(0.1765, abs=1e-4) and m[1e6] == pytest.approx(0.2224, abs=1e-4)
+    assert m[20.0**4] > 0.3  # an integer ratio is a risk, not a verdict
+    assert longest_wavelength(8, base=1e5) == pytest.approx(35_333, abs=1) and longest_wavelength(8, base=1e5) < L
+    b_range = base_for_wavelength(L, 8)
+    assert b_range == pytest.approx(4.0e5, rel=0.01)
+    bases = np.logspace(3, 6, 31)
+    mins = np.array([min_distance_by_length(L, 8, base=b)[L] for b in bases])
+    best = bases[np.argmax(mins)]
+    assert best >= b_range and mins.max() == pytest.approx(0.321, abs=1e-3)
+    assert np.median(mins) == pytest.approx(0.225, abs=1e-3)
 
 
 def test_chapter3_commensurate_widths_at_base_10000():
@@ -149,14 +185,26 @@ def test_chapter3_commensurate_widths_at_base_10000():
     assert np.median(m8) > 4 * min_distance_by_length(L, 8)[L]
 
 
-def test_chapter3_dirichlet_bound_explains_separation():
+def test_chapter3_dirichlet_bound_is_an_upper_bound_only():
+    """Dirichlet forces narrow codes to collapse and says nothing about wide ones."""
     L = 100_000
     assert min_distance_by_length(L, 2)[L] <= dirichlet_bound(L, 2) < 1.1 * min_distance_by_length(L, 2)[L]
     for d in (4, 8):
         assert min_distance_by_length(L, d)[L] <= dirichlet_bound(L, d)
-    # wide encodings: the bound exceeds the distance between neighbours, so it forces nothing
-    for d in (64, 512):
-        assert dirichlet_bound(L, d) > offset_distance([1], d)[0]
+    # d = 64: the bound (35.5) exceeds the diameter of the sphere (11.3): vacuous
+    assert dirichlet_bound(L, 64) == pytest.approx(35.5, abs=0.05)
+    assert dirichlet_bound(L, 64) > 2 * np.sqrt(32) and 2 * np.sqrt(32) == pytest.approx(11.31, abs=0.01)
+    # the same useless bound for a d = 512 code that repeats exactly at 1000
+    w_bad = 2 * np.pi * np.arange(1, 257) / 1000
+    assert dirichlet_bound(L, 512) == pytest.approx(100.5, abs=0.05)
+    bad = offset_distance([1, 1000], 512, frequencies=w_bad)
+    assert bad[0] == pytest.approx(13.96, abs=0.01) and bad[1] < 1e-10
+    # what holds instead, measured (the chapter goes to 10^7; here the first 10^6 and the far pair)
+    d64 = offset_distance(np.arange(1, 1_000_000, dtype=float), 64)
+    assert int(np.argmin(d64)) == 0 and d64[0] == pytest.approx(1.4718, abs=1e-4)
+    assert d64[99:].min() > 5.07
+    far = offset_distance([5_228_181], 64)[0]
+    assert far == pytest.approx(5.07, abs=0.005)
 
 
 def test_chapter3_dot_product_closed_form_decay():
@@ -172,6 +220,22 @@ def test_chapter3_dot_product_closed_form_decay():
     zero = int(np.argmax(running < 0)) + 500
     predicted = 1e4 * np.exp(-np.euler_gamma)
     assert predicted == pytest.approx(5615, abs=1) and 0 < zero - predicted < 800
+    # the cosine-integral form predicts the zero better: 6,166 (2.3 %) against 5,615 (6.8 %)
+    ci_zero = dot_product_ci_zero()
+    assert zero == 6026 and round(ci_zero) == 6166
+    assert abs(ci_zero / zero - 1) == pytest.approx(0.023, abs=0.001)
+    assert abs(predicted / zero - 1) == pytest.approx(0.068, abs=0.001)
+
+
+def test_chapter3_slow_pair_count_is_omega_k_below_e_minus_gamma():
+    """The dot product counts the pairs with omega k < e^-gamma, not those with wavelength > k."""
+    w = posenc.sinusoidal_frequencies(512)
+    exact = offset_dot_product(np.array([100, 1000]), 512)
+    below = [int(np.sum(w * k < np.exp(-np.euler_gamma))) for k in (100, 1000)]
+    longer = [int(np.sum(2 * np.pi / w > k)) for k in (100, 1000)]
+    assert below == [111, 47] and longer == [179, 115]
+    assert exact[0] == pytest.approx(112.0, abs=0.05) and exact[1] == pytest.approx(45.0, abs=0.05)
+    assert 2 * np.pi * np.exp(np.euler_gamma) == pytest.approx(11.2, abs=0.05)
 
 
 def test_chapter3_noise_sweep_fast_band_decodes_offsets_slow_band_does_not():
