@@ -60,6 +60,7 @@ __all__ = [
     "first_losses",
     "fit_label",
     "grid_batch",
+    "grid_verdicts",
     "group_verdict",
     "heldout_loss",
     "horizon",
@@ -731,4 +732,59 @@ def group_verdict(rows: Sequence[Mapping], floors: Mapping[str, float], *, facto
         if key not in floors:
             raise ValueError(f"floors has no {key!r}; got {sorted(floors)}")
         out[key] = extrapolation_label(acc, [r.get(key) for r in rows], floors[key])
+    return out
+
+
+def grid_verdicts(rows: Sequence[Mapping], *, checkpoint: str = "best", protocol: GridProtocol | None = None) -> dict:
+    """Every group's verdict from a results file's rows: the heatmap's cells.
+
+    For each ``(task, scheme, variant)``: the learning-rate band (:func:`lr_band`, chosen
+    on held-out loss), the verdict (:func:`group_verdict`) pooled over the seeds of every
+    rate that fits (all rates if none fits), the verdict at the chosen rate alone, and the
+    number of unstable trials (:func:`unstable`) among them.
+
+    Args:
+        rows: the rows of :func:`trial_rows` (trajectory, best and final).
+        checkpoint: ``"best"`` (lowest held-out loss) or ``"final"``.
+        protocol: for the floors (evaluation lengths, vocabulary); default ``GridProtocol()``.
+
+    Returns:
+        ``{(task, scheme, variant): {"band", "pooled", "chosen", "unstable", "trials"}}``.
+
+    Example:
+        >>> rows = [{"task": "offset_copy", "scheme": "rope", "variant": "plain", "seed": s, "lr": 1e-3,
+        ...          "checkpoint": c, "steps": 2000, "acc_1x": 1.0, "heldout_loss": 0.1,
+        ...          "beyond_2x": 0.9, "beyond_4x": 0.6} for s in range(4) for c in ("best", "trajectory")]
+        >>> v = grid_verdicts(rows, protocol=GridProtocol(eval_factors=(1, 2, 4)))[("offset_copy", "rope", "plain")]
+        >>> v["pooled"]["fit"]["label"], v["pooled"]["beyond_4x"]["label"], v["unstable"]
+        ('fits', 'degrades', 0)
+    """
+    rows = check_rows("rows", rows, ("task", "scheme", "variant", "seed", "lr", "checkpoint"))
+    checkpoint = check_choice("checkpoint", checkpoint, ("best", "final"))
+    protocol = GridProtocol() if protocol is None else protocol
+    factors = tuple(protocol.eval_factors[1:])
+    floors: dict[str, dict] = {}
+    groups: dict[tuple, list[Mapping]] = {}
+    for r in rows:
+        groups.setdefault((r["task"], r["scheme"], r["variant"]), []).append(r)
+    out = {}
+    for (task, scheme, variant), members in groups.items():
+        if task not in floors:
+            floors[task] = task_floors(task, protocol)
+        kept = [r for r in members if r["checkpoint"] == checkpoint]
+        if not kept:
+            continue
+        band = lr_band(kept)
+        pool = set(band["fitting"]) or {r["lr"] for r in kept}
+        trajectories: dict[tuple, list[Mapping]] = {}
+        for r in sorted(members, key=lambda r: r["steps"]):
+            if r["checkpoint"] == "trajectory":
+                trajectories.setdefault((r["seed"], r["lr"]), []).append(r)
+        out[(task, scheme, variant)] = {
+            "band": band,
+            "pooled": group_verdict([r for r in kept if r["lr"] in pool], floors[task], factors=factors),
+            "chosen": group_verdict([r for r in kept if r["lr"] == band["chosen"]], floors[task], factors=factors),
+            "unstable": sum(unstable(t) for t in trajectories.values()),
+            "trials": len(kept),
+        }
     return out

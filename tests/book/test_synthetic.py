@@ -264,3 +264,19 @@ def test_task_floors_keys():
     f = S.task_floors("offset_copy", S.GridProtocol(eval_factors=(1, 2, 4)))
     assert sorted(f) == ["acc_1x", "beyond_2x", "beyond_4x"]
     assert all(1 / 16 <= v < 0.3 for v in f.values())
+
+
+def test_grid_verdicts_pool_the_rates_that_fit_and_count_unstable_trials():
+    def row(seed, lr, checkpoint, acc, b4, steps=2000, loss=0.1):
+        return {"task": "fixed_retrieve", "scheme": "t5", "variant": "bos", "seed": seed, "lr": lr, "steps": steps,
+                "checkpoint": checkpoint, "acc_1x": acc, "heldout_loss": loss, "beyond_2x": b4, "beyond_4x": b4}
+
+    rows = [row(s, 1e-2, "best", 0.5, 0.1, loss=0.9) for s in range(4)]
+    rows += [row(s, 1e-3, "best", 1.0, 0.95) for s in range(4)]
+    rows += [row(0, 1e-3, "trajectory", 1.0, b, steps=k) for k, b in zip((1250, 1500, 1750, 2000), (0.2, 0.5, 0.7, 0.95))]
+    v = S.grid_verdicts(rows)[("fixed_retrieve", "t5", "bos")]
+    assert v["band"]["fitting"] == [1e-3] and v["band"]["chosen"] == 1e-3
+    assert v["pooled"]["fit"]["n"] == 4 and v["pooled"]["beyond_4x"]["label"] == "holds"
+    assert v["unstable"] == 1 and v["trials"] == 8
+    with pytest.raises(ValueError, match="checkpoint"):
+        S.grid_verdicts(rows, checkpoint="last")
