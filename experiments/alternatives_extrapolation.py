@@ -84,6 +84,22 @@ def run_one(spec: dict) -> list[dict]:
     return rows
 
 
+def fingerprint(saved: dict) -> dict:
+    """The first 20 training losses of one trial per scheme (seed 0 at its group's chosen rate; the
+    tasks and variants taken in turn, so every one appears), at this commit
+    (:func:`posenc.book.training.first_losses`)."""
+    from posenc.book.results import loss_fingerprint
+    from posenc.book.training import first_losses
+
+    tasks = list(dict.fromkeys(r["task"] for r in saved["rows"]))
+    trials = []
+    for i, scheme in enumerate(dict.fromkeys(r["scheme"] for r in saved["rows"])):
+        task, variant = tasks[i % len(tasks)], VARIANTS[i % len(VARIANTS)]
+        lr = saved["chosen_lr"][f"{task}/{scheme}/{variant}"]
+        trials.append((0, {"task": task, "scheme": scheme, "variant": variant, "lr": lr}))
+    return loss_fingerprint(first_losses, saved["config"], trials)
+
+
 def extends(old: dict, new: dict) -> bool:
     """Whether protocol ``new`` only raises the step budget of ``old``.
 

@@ -1,31 +1,26 @@
 """Chapter 4's fair comparison: a previous-token head with RoPE, an additive encoding or none, with and without q/k biases.
 
-    python experiments/rope_bias_heads.py            # writes posenc/book/data/rope_bias_heads.json
+    python experiments/rope_bias_heads.py            # writes posenc/book/data/rope_bias_heads.json (resumable)
     python experiments/rope_bias_heads.py --quick    # smoke test, nothing saved
 
 Every variant is trained with :func:`posenc.book.probes.train_position_head` under one
 protocol: Adam, batch 32, held-out loss on 1,024 sequences every 100 steps, the best
 weights kept, stop after 5 evaluations without improvement or at 3,000 steps. The learning
-rate is chosen per variant from {3e-3, 1e-2, 3e-2} on seed 100 by held-out loss; seeds
-0-2 then run at the chosen rate. Resumable: finished trials are kept and skipped.
+rate is chosen per variant from {3e-3, 1e-2, 3e-2} on seed 100 by held-out loss (units
+``tune:<variant>:<lr>``); seeds 0-2 then run at the chosen rate (``main:<variant>:<seed>``,
+planned once the variant's tuning units are in). :class:`posenc.book.results.Experiment`
+saves after every pack, resumes, and records provenance and the fingerprint.
 """
 
 from __future__ import annotations
 
-import argparse
-import platform
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-from posenc.book import results as res
-from posenc.book.resources import DATA_DIR  # the saved results ship with posenc.book
-from posenc.book.probes import train_position_head
-
-HERE = Path(__file__).resolve().parent
-OUT = DATA_DIR / "rope_bias_heads.json"
+from posenc.book.probes import first_losses, train_position_head
+from posenc.book.resources import DATA_DIR
+from posenc.book.results import Experiment, loss_fingerprint
 
 # (name, encoding, bias, shared)
 VARIANTS = [
@@ -39,56 +34,64 @@ VARIANTS = [
 LRS = (3e-3, 1e-2, 3e-2)
 TUNE_SEED, SEEDS = 100, (0, 1, 2)
 PROTOCOL = {"steps": 3000, "eval_every": 100, "patience": 5, "batch": 32, "content_scale": 1.0}
+QUICK = dict(PROTOCOL, steps=20, eval_every=10)
+CONFIG = {**PROTOCOL, "lrs": list(LRS), "tune_seed": TUNE_SEED, "seeds": list(SEEDS)}
 
 
-def run(name: str, encoding: str, bias: bool, shared: float, lr: float, seed: int, role: str, protocol: dict) -> dict:
+def chosen_lr(saved: dict, name: str) -> float | None:
+    """The variant's learning rate: the lowest held-out loss of its tuning runs (ties: the smaller rate)."""
+    tuned = [r for r in saved["rows"] if r["variant"] == name and r["role"] == "tune"]
+    if len(tuned) < len(LRS):
+        return None
+    return min(tuned, key=lambda r: (r["heldout_loss"], r["lr"]))["lr"]
+
+
+def plan(saved: dict) -> list[tuple]:
+    units = []
+    for name, *_ in VARIANTS:
+        units += [("tune", name, lr) for lr in LRS]
+        if chosen_lr(saved, name) is not None:
+            units += [("main", name, seed) for seed in SEEDS]
+    return units
+
+
+def done(saved: dict) -> list[str]:  # the rows of a file written before the harness
+    return [f"{r['role']}:{r['variant']}:{r['lr'] if r['role'] == 'tune' else r['seed']}" for r in saved["rows"]]
+
+
+def run_unit(unit: tuple, ctx) -> dict:
+    role, name, x = unit
+    _, encoding, bias, shared = next(v for v in VARIANTS if v[0] == name)
+    lr, seed = (x, TUNE_SEED) if role == "tune" else (chosen_lr(ctx.saved, name) or LRS[0], x)
+    protocol = QUICK if ctx.quick else PROTOCOL
     t0 = time.perf_counter()
     out = train_position_head(encoding, bias=bias, shared=shared, lr=lr, seed=seed, **protocol)
-    return {
+    row = {
         "variant": name, "encoding": encoding, "bias": bias, "shared": shared, "lr": lr, "seed": seed,
         "role": role, "accuracy": round(out["accuracy"], 6), "heldout_loss": round(out["heldout_loss"], 6),
         "best_step": out["best_step"], "steps_run": out["steps_run"],
         "stop": "budget" if out["steps_run"] >= protocol["steps"] else "patience",
         "seconds": round(time.perf_counter() - t0, 1),
     }
+    ctx.log(str(row))
+    return {"rows": [row]}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a few steps per trial, nothing saved")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
+def setup(quick: bool) -> None:
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    protocol = dict(PROTOCOL, steps=20, eval_every=10) if args.quick else PROTOCOL
-    rows = [] if args.quick or not args.out.exists() else res.read_results(args.out)["rows"]
-    done = {(r["variant"], r["lr"], r["seed"], r["role"]) for r in rows}
-    start = time.perf_counter()
 
-    def save() -> None:
-        if not args.quick:
-            res.write_results(
-                args.out, rows, config={**PROTOCOL, "lrs": list(LRS), "tune_seed": TUNE_SEED, "seeds": list(SEEDS)},
-                session={"python": sys.version.split()[0], "torch": torch.__version__, "machine": platform.machine(),
-                         "threads": 1},
-            )
 
-    for name, encoding, bias, shared in VARIANTS:
-        for lr in LRS:
-            if (name, lr, TUNE_SEED, "tune") not in done:
-                rows.append(run(name, encoding, bias, shared, lr, TUNE_SEED, "tune", protocol))
-                save()
-                print(rows[-1], flush=True)
-        tuned = [r for r in rows if r["variant"] == name and r["role"] == "tune"]
-        lr = min(tuned, key=lambda r: (r["heldout_loss"], r["lr"]))["lr"]
-        for seed in SEEDS:
-            if (name, lr, seed, "main") not in done:
-                rows.append(run(name, encoding, bias, shared, lr, seed, "main", protocol))
-                save()
-                print(rows[-1], flush=True)
-    print(f"done in {time.perf_counter() - start:.0f} s")
-    return 0
+def fingerprint() -> dict:
+    """The first 20 training losses of every variant's tuning run at the middle rate (all ran), at this commit."""
+    return loss_fingerprint(first_losses, CONFIG, [
+        (TUNE_SEED, {"encoding": e, "bias": b, "shared": s, "lr": LRS[1]}) for _, e, b, s in VARIANTS])
 
+
+EXPERIMENT = Experiment(
+    "rope_bias_heads", DATA_DIR / "rope_bias_heads.json", run_unit, plan, pack=3, done=done, setup=setup,
+    fingerprint=fingerprint, metadata={"config": CONFIG},
+)
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(EXPERIMENT.main())

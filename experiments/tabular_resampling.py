@@ -82,18 +82,9 @@ PARTS = {
 
 def identity_configs() -> dict:
     """The four two-block transformers of the feature-identity experiment (chapter 5)."""
+    return {name: book.tabular.identity_model(name) for name in book.tabular.IDENTITY_MODELS}
 
-    def two_block(identity: str, value_embedding: str = "linear", **kw: object):
-        return lambda: book.TabularTransformer(
-            4, value_embedding=value_embedding, identity=identity, d_model=16, d_ff=32, n_layers=2, **kw
-        )
 
-    return {
-        "shared linear, no identity": two_block("none"),
-        "shared periodic, no identity": two_block("none", "periodic", n_frequencies=8, sigma=0.5),
-        "shared linear + column embedding": two_block("column"),
-        "FT tokenizer (per-feature W_j, b_j)": two_block("per_feature"),
-    }
 SIGMAS = [0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
 DIABETES_SIGMA, DIABETES_BINS = 0.1, 8
 SYNTHETIC_SIGMA, SYNTHETIC_BINS = 1.0, 16
@@ -201,6 +192,28 @@ def run_split(part: str, task: str, split: int, cfg: dict, done: set, quick: boo
         for name, values in base.items():
             rows.append({"task": task, "split": split, "model": name, "test_r2": round(float(values[0]), DIGITS)})
     return rows
+
+
+def fingerprint(part: str) -> dict:
+    """The first 20 training losses of split 0 of one fit per network of ``part``, at this commit
+    (:func:`posenc.book.tabular.first_losses`)."""
+    from posenc.book.results import loss_fingerprint
+    from posenc.book.tabular import first_losses
+
+    cfg = PARTS[part]
+    task = cfg["tasks"][0]
+    if part == "diabetes":
+        cand = book.tabular.log_uniform_candidates(cfg["space"], cfg["candidates"], seed=0, integer=["n_bins"])[0]
+        trials = [(0, {"task": task, "model": m, "stage": "search", **{k: cand[k] for k in tuned}})
+                  for m, tuned in TUNED.items()]
+    elif part == "identity":
+        trials = [(0, {"task": task, "model": m, "lr": cfg["lrs"][0]}) for m in book.tabular.IDENTITY_MODELS]
+    elif part == "sigma":
+        trials = [(0, {"task": task, "model": m, "lr": cfg["lrs"][0], "sigma": 0.3}) for m in ("periodic (PLR)", "MLP-PLR")]
+    else:  # rates at which 20 steps are not chaotic: another CPU's last bits stay below 1e-6 (PLR at 3e-3: 2e-4)
+        trials = [(0, {"task": task, "model": m, "lr": cfg["lrs"][m == "periodic (PLR)"]}) for m in TUNED]
+    config = {k: v for k, v in cfg.items() if k in ("steps", "eval_every", "patience", "validation")}
+    return loss_fingerprint(first_losses, config, trials, dtype="float64")
 
 
 def _metadata(part: str, cfg: dict) -> dict:

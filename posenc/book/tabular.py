@@ -50,6 +50,7 @@ from ._validate import (
 
 __all__ = [
     "HIGH_FREQUENCY_SHAPES",
+    "IDENTITY_MODELS",
     "TabularSplit",
     "best_by_validation",
     "bootstrap_r2",
@@ -72,6 +73,7 @@ __all__ = [
     "validation_split",
     "value_embedding_configs",
     "first_losses",
+    "identity_model",
     "grid_split",
 ]
 
@@ -505,6 +507,27 @@ def grid_split(task: str, split: int) -> TabularSplit:
     return high_frequency_task(n_train=640, n_test=1024, frequency=3.0, shape=task, seed=split)
 
 
+#: The four two-block transformers of the feature-identity experiment (chapter 5), by name: the
+#: settings of :class:`TabularTransformer` besides its 4 features, width 16, d_ff 32 and 2 layers.
+IDENTITY_MODELS = {
+    "shared linear, no identity": {"identity": "none"},
+    "shared periodic, no identity": {"identity": "none", "value_embedding": "periodic", "n_frequencies": 8, "sigma": 0.5},
+    "shared linear + column embedding": {"identity": "column"},
+    "FT tokenizer (per-feature W_j, b_j)": {"identity": "per_feature"},
+}
+
+
+def identity_model(name: str) -> Callable[[], nn.Module]:
+    """The maker of the feature-identity transformer ``name`` (a key of :data:`IDENTITY_MODELS`).
+
+    Example:
+        >>> identity_model("shared linear + column embedding")().identity
+        'column'
+    """
+    kw = {"value_embedding": "linear", **IDENTITY_MODELS[check_choice("name", name, tuple(IDENTITY_MODELS))]}
+    return lambda: TabularTransformer(4, d_model=16, d_ff=32, n_layers=2, **kw)
+
+
 def first_losses(config: dict, seed: int, n: int = 20, *, task: str, model: str, lr: float, **unit) -> list[float]:
     """The first ``n`` training losses of one fit of chapter 5's resampling grid, as it trained them.
 
@@ -514,7 +537,8 @@ def first_losses(config: dict, seed: int, n: int = 20, *, task: str, model: str,
         seed: the row's ``split`` (the grid seeds every fit with its split).
         n: how many losses.
         task, model, lr: unit keys of a row (``task`` one of ``"diabetes"``, ``"sine"``,
-            ``"chirp"``, ``"step"``; ``model`` a name of :func:`value_embedding_configs`);
+            ``"chirp"``, ``"step"``, ``model`` a name of :func:`value_embedding_configs`;
+            or ``"identity"``, ``model`` a name of :data:`IDENTITY_MODELS`);
             optional unit keys ``sigma``, ``n_bins`` (the grid's defaults: 0.1 and 8 for
             diabetes, 1.0 and 16 otherwise), ``stage`` (``"refit"``: no validation rows,
             bins from all training rows) and ``split`` (must equal ``seed``). Other keys
@@ -529,6 +553,13 @@ def first_losses(config: dict, seed: int, n: int = 20, *, task: str, model: str,
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
     if unit.get("split", seed) != seed:
         raise ValueError(f"split must equal seed={seed} (the grid seeds a fit with its split), got {unit['split']}")
+    if task == "identity":  # added by H2 (issue 29): the feature-identity part, one data set, the seed varies
+        data = feature_identity_task(n_train=256, n_test=512, seed=0)
+        make = identity_model(check_choice("model", model, tuple(IDENTITY_MODELS)))
+        net = _build(make, data, data, seed)
+        out, _ = _fit(net, data, None, seed, config["steps"], lr, 1e-4, None, 10, None, False,
+                      stop_after=check_int("n", n))
+        return out.train_loss
     data = grid_split(task, seed)
     diabetes = task == "diabetes"
     sigma = unit.get("sigma") or (0.1 if diabetes else 1.0)
