@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import scaling as sc
-from .core import LAYOUTS, inv_frequencies
+from .core import inv_frequencies
 
 # model types whose code rotates interleaved pairs (2j, 2j + 1) without a config key saying so
 _INTERLEAVED_MODELS = ("cohere", "cohere2", "gptj", "llama4", "llama4_text", "deepseek_v2")
@@ -98,9 +98,16 @@ class LayerRoPE:
 
     @property
     def trained_length(self) -> int | None:
-        """The pretraining length: the scaling's ``original_max_position_embeddings``, else
-        the config's ``max_position_embeddings``."""
-        return getattr(self.scaling, "original_max_position_embeddings", None) or self.max_position_embeddings
+        """The pretraining length: the scaling's ``original_max_position_embeddings``; the
+        config's ``max_position_embeddings`` when nothing extends it (no scaling, or
+        ``"proportional"`` with factor 1); ``None`` for a scaling that does not say what
+        length it extends (``"linear"``, NTK-alpha)."""
+        L = getattr(self.scaling, "original_max_position_embeddings", None)
+        if L is not None:
+            return L
+        if self.scaling is None or (isinstance(self.scaling, sc.Proportional) and self.scaling.factor == 1.0):
+            return self.max_position_embeddings
+        return None
 
     def rotary_embedding(self, **kwargs: Any) -> Any:
         """A :class:`posenc.RotaryEmbedding` for the ``rotary_dim + rotary_offset`` leading
@@ -335,6 +342,7 @@ def rope_layers_from_config(config: Any) -> RopeConfig:
     layer_theta = _check_per_layer(cfg, "layer_rope_theta", n)
     layout = _layout(cfg, model_type)
 
+    dims = [None if t in _NO_ATTENTION else _head_dim(cfg, t, i) for i, t in enumerate(types)]
     groups: dict[str, list[int]] = {}
     bases: dict[str, float | None] = {}
     nope, no_attention = [], []
@@ -349,9 +357,8 @@ def rope_layers_from_config(config: Any) -> RopeConfig:
             nope.append(i)
             continue
         name, base = t, None
-        dims = {_head_dim(cfg, tt, j) for j, tt in enumerate(types) if tt == t}
-        if len(dims) > 1:
-            name = f"{t} (head_dim {_head_dim(cfg, t, i)[0]})"
+        if len({d for d, tt in zip(dims, types) if tt == t}) > 1:
+            name = f"{t} (head_dim {dims[i][0]})"
         if layer_theta is not None:
             theta = layer_theta[i]
             if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta < 0:
@@ -378,11 +385,11 @@ def rope_layers_from_config(config: Any) -> RopeConfig:
                 f"config has no rope_theta for layer type {t!r}: add rope_parameters['rope_theta'] (transformers' "
                 "default differs between model classes; 10,000 is not always right)"
             )
-        head_dim, width, offset = _head_dim(cfg, t, layers[0])
+        head_dim, width, offset = dims[layers[0]]
         rotary_dim = width if isinstance(scaling, sc.Proportional) else int(width * (1.0 if partial is None else partial))
         if rotary_dim < 2 or rotary_dim % 2:
             raise ValueError(f"layer type {t!r}: rotary width {rotary_dim} (head_dim {width} x partial_rotary_factor {partial}) must be even and >= 2")
-        if section is not None and sum(section) != rotary_dim // 2 and len(section) == 3:
+        if section is not None and sum(section) != rotary_dim // 2:
             raise ValueError(
                 f"rope_parameters['mrope_section']={list(section)} must sum to rotary_dim / 2 = {rotary_dim // 2} "
                 f"for layer type {t!r}"
@@ -392,7 +399,6 @@ def rope_layers_from_config(config: Any) -> RopeConfig:
             scaling=scaling, layout=layout, rotary_offset=offset, mrope_section=section,
             mrope_interleaved=mrope_interleaved, max_position_embeddings=max_pos,
         )
-    assert layout in LAYOUTS
     return RopeConfig(
         model_type=model_type, layer_types=types, rope=rope, nope_layers=tuple(nope),
         no_attention_layers=tuple(no_attention), max_position_embeddings=max_pos,
@@ -402,7 +408,7 @@ def rope_layers_from_config(config: Any) -> RopeConfig:
 # ------------------------------------------------------------------------------ inspecting
 
 
-def reach(layer: LayerRoPE) -> float | None:
+def reach(layer: LayerRoPE, trained_length: int | None = None) -> float | None:
     """The effective reach of a layer type's scaling: the longest length at which every
     pair's angle stays inside the range it saw in pretraining.
 
@@ -411,9 +417,10 @@ def reach(layer: LayerRoPE) -> float | None:
     up to ``L omega_j`` only, which the scaled frequency ``omega'_j`` reaches at
     ``L omega_j / omega'_j``. The reach is the smallest of these (``inf`` if every pair
     turns within ``L``; ``None`` for ``"dynamic"``, whose frequencies follow each call's
-    length, or when the config gives no length). Linear scaling by ``s`` reaches ``s L``.
+    length, or when neither the config nor ``trained_length`` gives ``L``). Linear
+    scaling by ``s`` reaches ``s L``.
     """
-    L = layer.trained_length
+    L = layer.trained_length if trained_length is None else trained_length
     if L is None or isinstance(layer.scaling, sc.Dynamic):
         return None
     width = layer.head_dim if isinstance(layer.scaling, sc.Proportional) else layer.rotary_dim
@@ -446,8 +453,8 @@ class ConfigReport:
         for r in self.rows:
             lines.append([
                 r["layer_type"], _ranges(r["layers"]), f"{r['rotated_pairs']}/{r['head_dim'] // 2}", r["layout"],
-                f"{r['base']:g}", r["scaling"], f"{r['turning_pairs']}", "-" if r["trained_length"] is None else f"{r['trained_length']:,}",
-                _length(r["reach"]), "-" if r["sections"] is None else r["sections"],
+                f"{r['base']:g}", r["scaling"], "-" if r["turning_pairs"] is None else str(r["turning_pairs"]), "-" if r["trained_length"] is None else f"{r['trained_length']:,}",
+                _length(r["reach"], r["scaling"].startswith("dynamic")), "-" if r["sections"] is None else r["sections"],
             ])
         widths = [max(len(line[i]) for line in lines) for i in range(len(cols))]
         text = [f"{self.model_type or 'model'}: {self.num_layers} layers"]
@@ -459,9 +466,9 @@ class ConfigReport:
         return "\n".join(text)
 
 
-def _length(x: float | None) -> str:
+def _length(x: float | None, dynamic: bool = False) -> str:
     if x is None:
-        return "per call"
+        return "per call" if dynamic else "-"
     return "all" if math.isinf(x) else f"{x:,.0f}"
 
 
@@ -483,13 +490,13 @@ def _rule(s: sc.Scaling | None) -> str:
     if isinstance(s, sc.LongRoPE):
         return f"longrope (factor {s.factor:g})"
     if isinstance(s, sc.Proportional):
-        return f"proportional ({s.partial_rotary_factor:g} of pairs)" + ("" if s.factor == 1 else f" / {s.factor:g}")
+        return f"proportional {s.partial_rotary_factor:g}" + ("" if s.factor == 1 else f" / {s.factor:g}")
     if isinstance(s, sc.NTK):
         return f"ntk (alpha {s.factor:g})"
     return f"{s.type} x{s.factor:g}"
 
 
-def inspect_config(config: Any) -> ConfigReport:
+def inspect_config(config: Any, *, trained_length: int | None = None) -> ConfigReport:
     """What every layer of a model does with positions, from its Hugging Face config.
 
     Each row (one per layer type that rotates) holds: ``layers``; ``head_dim``,
@@ -502,18 +509,26 @@ def inspect_config(config: Any) -> ConfigReport:
     (multimodal RoPE: ``mrope_section`` and whether the pairs are assigned to axes
     interleaved, which is not the pairing layout).
 
+    ``trained_length`` overrides ``L`` for every layer type, for a config that does not
+    state the length its scaling extends (Gemma 3's ``"linear"``, HunYuan's NTK-alpha).
+
     Example:
-        >>> rep = inspect_config({"num_hidden_layers": 2, "head_dim": 64, "max_position_embeddings": 4096,
-        ...     "rope_parameters": {"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0}})
+        >>> rep = inspect_config({"num_hidden_layers": 2, "head_dim": 64, "max_position_embeddings": 16384,
+        ...     "rope_parameters": {"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0}},
+        ...     trained_length=4096)
         >>> rep.rows[0]["turning_pairs"], rep.rows[0]["reach"]
         (18, 16384.0)
     """
+    from .._checks import check_int
+
+    if trained_length is not None:
+        trained_length = check_int("trained_length", trained_length)
     rc = rope_layers_from_config(config)
     rows = []
     notes = []
     for name, r in rc.rope.items():
         w = r.frequencies()
-        L = r.trained_length
+        L = r.trained_length if trained_length is None else trained_length
         turning = None if L is None else [j for j, x in enumerate(w) if x > 0 and 2 * math.pi / x <= L]
         first_slow = None if L is None else next((j for j, x in enumerate(w) if x > 0 and 2 * math.pi / x > L), None)
         sections = None
@@ -526,7 +541,7 @@ def inspect_config(config: Any) -> ConfigReport:
             "rotary_offset": r.rotary_offset, "rotated_pairs": r.rotated_pairs, "layout": r.layout, "base": r.base,
             "scaling": _rule(r.scaling), "attention_scaling": r.attention_scaling(), "trained_length": L,
             "turning_pairs": None if turning is None else len(turning), "first_slow_pair": first_slow,
-            "reach": reach(r), "sections": sections,
+            "reach": reach(r, L), "sections": sections,
         })
         if isinstance(r.scaling, sc.Dynamic):
             notes.append(f"{name}: dynamic NTK, frequencies recomputed from each call's length beyond {L:,}")

@@ -281,16 +281,22 @@ def test_misread_keys_get_errors_that_name_the_key_and_the_fix():
 
 
 def test_inspector_reports_pairs_reach_nope_and_sections():
-    rep = inspect_config(_cls("gemma3", "Gemma3TextConfig")(rope_scaling={"rope_type": "linear", "factor": 8.0}))
-    rows = {r["layer_type"]: r for r in rep.rows}
-    full, local = rows["full_attention"], rows["sliding_attention"]
-    assert full["trained_length"] == 131072 and full["reach"] == pytest.approx(8 * 131072)
-    assert local["reach"] == math.inf and local["turning_pairs"] == 128
+    cfg = _cls("gemma3", "Gemma3TextConfig")(rope_scaling={"rope_type": "linear", "factor": 8.0})
+    rows = {r["layer_type"]: r for r in inspect_config(cfg).rows}
+    # linear scaling does not say which length it extends: no reach unless it is given
+    assert rows["full_attention"]["trained_length"] is None and rows["full_attention"]["reach"] is None
+    assert rows["sliding_attention"]["reach"] == math.inf and rows["sliding_attention"]["turning_pairs"] == 128
+    rows = {r["layer_type"]: r for r in inspect_config(cfg, trained_length=32768).rows}
+    full = rows["full_attention"]
+    assert full["trained_length"] == 32768 and full["reach"] == pytest.approx(8 * 32768)
     # a pair turns within L exactly when its scaled wavelength fits in L
-    w = rope_layers_from_config(_cls("gemma3", "Gemma3TextConfig")(rope_scaling={"rope_type": "linear", "factor": 8.0})).rope["full_attention"].frequencies()
-    assert full["turning_pairs"] == sum(2 * math.pi / x <= 131072 for x in w) == full["first_slow_pair"]
-    text = str(rep)
-    assert "full_attention" in text and "linear x8" in text and "1,048,576" in text
+    w = rope_layers_from_config(cfg).rope["full_attention"].frequencies()
+    assert full["turning_pairs"] == sum(2 * math.pi / x <= 32768 for x in w) == full["first_slow_pair"]
+    text = str(inspect_config(cfg, trained_length=32768))
+    assert "full_attention" in text and "linear x8" in text and "262,144" in text
+    assert "-" in str(inspect_config(cfg)).splitlines()[-2]
+    with pytest.raises(ValueError, match="trained_length"):
+        inspect_config(cfg, trained_length=0)
     # gpt-oss: YaRN x32 from 4,096 reaches 131,072; SmolLM3's NoPE layers are listed
     gpt = inspect_config(_cls("gpt_oss", "GptOssConfig")())
     assert all(r["reach"] == pytest.approx(131072) for r in gpt.rows)
@@ -303,7 +309,18 @@ def test_inspector_reports_pairs_reach_nope_and_sections():
     assert dyn.rows[0]["reach"] is None and "per call" in str(dyn)
 
 
-def test_report_largest_difference():
+def test_hunyuan_vl_xdrope_sections_and_alpha():
+    """HunYuan-VL / HunyuanOCR: four position axes (XD-RoPE, shipped as xdrope_section or
+    mrope_section) and "dynamic" with alpha; the frequencies equal transformers'."""
+    params = {"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 1e4,
+              "xdrope_section": [16, 16, 16, 16]}
+    cfg = _cls("hunyuan_vl", "HunYuanVLTextConfig")(rope_parameters=params, head_dim=128)
+    layer = _compare("HunYuan", "hunyuan_vl", "HunYuanVLRotaryEmbedding", cfg)["full_attention"]
+    assert layer.mrope_section == (16, 16, 16, 16) and layer.scaling == NTK(1000.0)
+    assert "4 position axes" in str(inspect_config(cfg))
+
+
+def test_zz_report_largest_difference():
     """Runs last in this file: every family compared above stays within TOL."""
     assert WORST and max(WORST.values()) < TOL
     print("largest relative difference per family:", {k: f"{v:.1e}" for k, v in WORST.items()})
