@@ -110,9 +110,11 @@ class LayerRoPE:
         return None
 
     def rotary_embedding(self, **kwargs: Any) -> Any:
-        """A :class:`posenc.RotaryEmbedding` for the ``rotary_dim + rotary_offset`` leading
-        coordinates (DeepSeek: pass the rotated slice). Refused for multimodal RoPE, which
-        :class:`posenc.MultimodalRotaryEmbedding` implements."""
+        """A :class:`posenc.RotaryEmbedding` for this layer type: of the whole ``head_dim``
+        with ``rotary_dim`` rotated (partial rotary, ``"proportional"``), or, when the
+        rotated slice does not lead the head (DeepSeek's, after ``rotary_offset``
+        coordinates), of width ``rotary_dim``, to be given that slice. Refused for
+        multimodal RoPE, which :class:`posenc.MultimodalRotaryEmbedding` implements."""
         from .module import RotaryEmbedding
 
         if self.mrope_section is not None:
@@ -121,7 +123,10 @@ class LayerRoPE:
                 f"build posenc.MultimodalRotaryEmbedding({self.rotary_dim}, sections=..., "
                 f"interleaved={self.mrope_interleaved})"
             )
-        return RotaryEmbedding(self.rotary_dim, base=self.base, scaling=self.scaling, layout=self.layout, **kwargs)
+        if self.rotary_offset or isinstance(self.scaling, sc.Proportional) or self.rotary_dim == self.head_dim:
+            return RotaryEmbedding(self.rotary_dim, base=self.base, scaling=self.scaling, layout=self.layout, **kwargs)
+        return RotaryEmbedding(self.head_dim, rotary_dim=self.rotary_dim, base=self.base, scaling=self.scaling,
+                               layout=self.layout, **kwargs)
 
 
 @dataclass(frozen=True)

@@ -232,6 +232,12 @@ def test_granite_swa_layer_rope_theta_zero_is_nope():
 def test_laguna_and_qwen35_partial_rotary_per_type_and_linear_attention():
     rope = _compare("Laguna", "laguna", "LagunaRotaryEmbedding", _cls("laguna", "LagunaConfig")())
     assert rope["full_attention"].rotary_dim == 64
+    m = rope["full_attention"].rotary_embedding()  # the whole head, half of it rotated
+    assert (m.head_dim, m.rotary_dim, m.base) == (128, 64, 5e5)
+    ds = rope_layers_from_config(_cls("deepseek_v3", "DeepseekV3Config")()).rope["full_attention"].rotary_embedding()
+    assert (ds.head_dim, ds.layout) == (64, "interleaved")
+    g4 = rope_layers_from_config(_cls("gemma4", "Gemma4TextConfig")()).rope["full_attention"].rotary_embedding()
+    assert g4.head_dim == 512 and isinstance(g4.scaling, Proportional)
     cfg = _cls("qwen3_5", "Qwen3_5TextConfig")()
     layer = _compare("Qwen3.5", "qwen3_5", "Qwen3_5TextRotaryEmbedding", cfg)["full_attention"]
     assert (layer.rotary_dim, layer.mrope_section, layer.mrope_interleaved) == (64, (11, 11, 10), True)
