@@ -31,6 +31,7 @@ from .bias import (
     t5_relative_bucket,
 )
 from . import reference, rope
+from .rope.hf_config import inspect_config, rope_layers_from_config
 from .learned import LearnedPositionalEmbedding
 from .multimodal import (
     AxialRotaryEmbedding,
@@ -87,6 +88,8 @@ __all__ = [
     "apply_rotary",
     "apply_rotary_tables",
     "rotary_permutation",
+    "rope_layers_from_config",
+    "inspect_config",
     # images, video and multimodal sequences
     "sinusoidal_encoding_2d",
     "AxialRotaryEmbedding",

@@ -4,15 +4,23 @@
 * :mod:`posenc.rope.scaling`: one frozen dataclass per context-extension type, equal to
   ``transformers``' ``ROPE_INIT_FUNCTIONS``, and :func:`from_hf` for Hugging Face dicts;
 * :mod:`posenc.rope.kernels`: the fast eager paths, chosen in one place;
+* :mod:`posenc.rope.hf_config`: :func:`rope_layers_from_config` reads a whole Hugging Face
+  config (layer types, NoPE layers, sections) and :func:`inspect_config` reports it;
 * :mod:`posenc.rope.module`: :class:`RotaryEmbedding`, :func:`apply_rotary`,
   :func:`apply_rotary_tables` and ``rotate``, with the argument checks.
 """
 
 from .core import RotaryTables
 from .module import RotaryEmbedding, apply_rotary, apply_rotary_tables, frequencies, rotate
+from .hf_config import ConfigReport, LayerRoPE, RopeConfig, inspect_config, rope_layers_from_config
 from .scaling import NTK, Dynamic, Linear, Llama3, LongRoPE, Proportional, YaRN, from_hf
 
 __all__ = [
+    "ConfigReport",
+    "LayerRoPE",
+    "RopeConfig",
+    "inspect_config",
+    "rope_layers_from_config",
     "NTK",
     "Dynamic",
     "Linear",

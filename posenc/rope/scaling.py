@@ -171,8 +171,8 @@ class Llama3:
         for name in ("factor", "low_freq_factor", "high_freq_factor"):
             object.__setattr__(self, name, check_positive_float(f"scaling[{name!r}]", getattr(self, name)))
         _at_least_one(self.type, self.factor)
-        if self.high_freq_factor <= self.low_freq_factor:
-            raise ValueError("scaling['high_freq_factor'] must be larger than scaling['low_freq_factor']")
+        if self.high_freq_factor < self.low_freq_factor:  # equal (Llama 4 Scout's copies): no blended pairs
+            raise ValueError("scaling['high_freq_factor'] must be at least scaling['low_freq_factor']")
         L = check_int("scaling['original_max_position_embeddings']", self.original_max_position_embeddings)
         object.__setattr__(self, "original_max_position_embeddings", L)
 
@@ -183,7 +183,7 @@ class Llama3:
             wavelength = 2 * math.pi / w
             if wavelength > L / lo:
                 out.append(w / s)
-            elif wavelength < L / hi:
+            elif wavelength < L / hi or hi == lo:
                 out.append(w)
             else:
                 smooth = (L / wavelength - lo) / (hi - lo)
@@ -272,6 +272,8 @@ _REQUIRED = {
 }
 # keys of a Hugging Face dict that are not scaling parameters
 _NOT_SCALING = ("type", "rope_type", "rope_theta", "partial_rotary_factor")
+# keys of multimodal RoPE (which pairs follow which axis), not of a 1-D scaling
+_MULTIMODAL = ("mrope_section", "mrope_interleaved", "xdrope_section")
 # types whose length comes from the model's max_position_embeddings when the dict has none
 _LENGTH_FROM_MODEL = ("dynamic", "yarn", "llama3", "longrope")
 
@@ -284,7 +286,9 @@ def from_hf(
     ``rope_type`` (or ``type``) selects the class (``"default"``: no scaling). The model's
     ``max_position_embeddings`` is where ``transformers`` takes the length of
     ``"dynamic"`` from (it ignores the dict's ``original_max_position_embeddings`` for that
-    type, and so does this function when both are given), and it fills a missing
+    type, and so does this function when both are given; ``"dynamic"`` with an ``alpha``, as
+    HunYuan ships it, is fixed NTK-alpha there and here: :class:`NTK` with ``factor=alpha``),
+    and it fills a missing
     ``original_max_position_embeddings`` or ``factor`` of the others as ``transformers``
     does. ``proportional`` keeps its ``partial_rotary_factor`` (its pairs are those of the
     whole head).
@@ -301,6 +305,21 @@ def from_hf(
         raise TypeError(
             f"scaling must be None, a scaling such as Linear(4.0) or a dict such as "
             f"{{'rope_type': 'linear', 'factor': 4}}, got {type(params).__name__}"
+        )
+    nested = [k for k, v in params.items() if isinstance(v, Mapping)]
+    if nested:
+        raise ValueError(
+            f"scaling is nested by layer type ({', '.join(map(repr, nested))}): pass one layer type's dict, "
+            f"e.g. rope_parameters[{nested[0]!r}], or read the whole config with "
+            "posenc.rope.rope_layers_from_config(config), which returns one scaling per layer type"
+        )
+    multimodal = sorted(set(map(str, params)) & set(_MULTIMODAL))
+    if multimodal:
+        raise ValueError(
+            f"scaling[{multimodal[0]!r}] configures multimodal RoPE (which pairs follow time, height or width; "
+            "'mrope_interleaved' is that assignment, not the pairing layout): build "
+            "posenc.MultimodalRotaryEmbedding(head_dim, sections=..., interleaved=...), or read the whole config "
+            "with posenc.rope.rope_layers_from_config(config)"
         )
     theta = params.get("rope_theta")
     theta = None if theta is None else check_positive_float("scaling['rope_theta']", theta)
@@ -323,6 +342,10 @@ def from_hf(
         return theta, partial, None
     if kind not in SCALINGS:
         raise ValueError(f"scaling['rope_type'] must be one of 'default', {', '.join(map(repr, SCALINGS))}, got {kind!r}")
+    if kind == "dynamic" and params.get("alpha"):
+        # HunYuan: transformers reads "dynamic" with an alpha as fixed NTK-alpha (base * alpha**(d/(d-2)))
+        # and ignores the dict's other keys (factor, mscale, beta_*)
+        return theta, partial, NTK(factor=check_positive_float("scaling['alpha']", params["alpha"]))
     cls, fields = SCALINGS[kind], _FIELDS[kind]
     args = {k: v for k, v in params.items() if k not in _NOT_SCALING and v is not None}
     unknown = sorted(set(map(str, args)) - set(fields))

@@ -344,15 +344,178 @@ def test_module_cast_to_bf16_keeps_the_frequencies():
 def test_positions_in_16_bit_floats_are_refused():
     """gpt-neox #1003: positions built with ``type_as(inv_freq)`` in fp16 turn position 1,857
     times the second frequency (head size 32) into 1,045 instead of 1,044.27, a cosine off
-    by 0.78; in bfloat16, 2,048 positions collapse onto 641 values. posenc takes
+    by 0.715 there and by up to 0.78 over the issue's 2,048 x 16 table (at position 2,008,
+    same pair); in bfloat16, 2,048 positions collapse onto 641 values. posenc takes
     positions as integers (or float32/float64) and refuses 16-bit ones."""
     inv = _inv_freq(32, 10_000.0).float()
     angle16 = (torch.tensor(1857.0).half() * inv[1].half()).float()
-    angle32 = 1857.0 * inv[1]
+    angle32 = 1857.0 * inv[1].double()
     assert float(angle16) == 1045.0 and abs(float(angle32) - 1044.2678) < 1e-3
-    assert abs(math.cos(float(angle16)) - math.cos(float(angle32))) > 0.7
+    assert round(math.cos(float(angle32)) - math.cos(float(angle16)), 3) == 0.715
+    p = torch.arange(2048).float()
+    table16 = (p.half()[:, None] * inv.half()[None]).double()
+    diff = (table16.cos() - (p.double()[:, None] * inv.double()[None]).cos()).abs()
+    assert round(float(diff.max()), 2) == 0.78 and divmod(int(diff.argmax()), 16) == (2008, 1)
     assert torch.arange(2048).to(torch.bfloat16).unique().numel() == 641
     rope = RotaryEmbedding(32)
     for dtype in (torch.bfloat16, torch.float16):
         with pytest.raises((TypeError, ValueError), match="positions"):
             rope(torch.randn(1, 4, 32), positions=torch.arange(4).to(dtype))
+
+
+# --------------------------------------------------------------- 12. scaled RoPE leaking into sliding layers
+
+
+def test_scaled_rope_stays_out_of_sliding_window_layers():
+    """transformers #45945 (OLMo 3): after the layer-type refactor one YaRN rotary served every
+    layer, sliding-window ones included. Inside a 4,096 window (half the original 8,192
+    positions) the leaked rotation turns the slow pairs up to 8 times slower and multiplies
+    every score by the temperature (0.1 ln 8 + 1)**2 = 1.46. posenc's config reader gives the
+    sliding layers no scaling, as OLMo 3 documents."""
+    yarn = {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192}
+    cfg = {"model_type": "olmo3", "num_hidden_layers": 4, "head_dim": 128, "max_position_embeddings": 65536,
+           "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+           "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 5e5},
+                               "full_attention": {**yarn, "rope_theta": 5e5}}}
+    layers = posenc.rope_layers_from_config(cfg).rope
+    assert layers["sliding_attention"].scaling is None and layers["full_attention"].scaling.factor == 8.0
+    g = _gen(12)
+    q, k = torch.randn(1, 1, 4096, 128, generator=g, dtype=DT), torch.randn(1, 1, 4096, 128, generator=g, dtype=DT)
+    right = layers["sliding_attention"].rotary_embedding(max_len=0)
+    leaked = layers["full_attention"].rotary_embedding(max_len=0)
+    assert round(leaked.attention_factor ** 2, 2) == 1.46
+    s_right = (right(q.float())[..., -1:, :] @ right(k.float()).transpose(-1, -2)).double()
+    s_leak = (leaked(q.float())[..., -1:, :] @ leaked(k.float()).transpose(-1, -2)).double()
+    # the last query against the 4,096 keys of its window: the scores move by 107 % of their
+    # norm (80 % without the temperature); 45 of the 64 pairs turn slower, 29 of them 8 times
+    assert round(float((s_leak - s_right).norm() / s_right.norm()), 2) == 1.07
+    assert round(float((s_leak / leaked.attention_factor**2 - s_right).norm() / s_right.norm()), 2) == 0.80
+    ratio = leaked.inv_freq.double() / right.inv_freq.double()
+    assert int((ratio < 0.999).sum()) == 45 and int((ratio < 0.1251).sum()) == 29
+
+
+# --------------------------------------------------------------- 13. mrope_interleaved read as the pairing
+
+
+def test_mrope_interleaved_is_not_the_pairing_layout():
+    """ohdearquant/lattice #96: Qwen3.5's ``mrope_interleaved: true`` was read as interleaved
+    pairs (2j, 2j + 1); the model rotates pairs (j, j + 32) of its 64 rotated coordinates
+    (a WikiText-2 perplexity gap of 0.77, 0.029 after the fix). The config reader keeps the two
+    apart: layout "half", axes interleaved."""
+    cfg = {"model_type": "qwen3_5_text", "num_hidden_layers": 4, "head_dim": 256, "max_position_embeddings": 262144,
+           "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+           "rope_parameters": {"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
+                               "mrope_section": [11, 11, 10], "mrope_interleaved": True}}
+    layer = posenc.rope_layers_from_config(cfg).rope["full_attention"]
+    assert (layer.layout, layer.mrope_interleaved, layer.rotary_dim) == ("half", True, 64)
+    g = _gen(13)
+    q, k = torch.randn(1, 1, 16, 256, generator=g), torch.randn(1, 1, 16, 256, generator=g)
+    half = posenc.RotaryEmbedding(256, base=1e7, rotary_dim=64, layout="half")
+    wrong = posenc.RotaryEmbedding(256, base=1e7, rotary_dim=64, layout="interleaved")
+    s_half = half(q) @ half(k).transpose(-1, -2)
+    s_wrong = wrong(q) @ wrong(k).transpose(-1, -2)
+    # the scores of a text prompt (all three axes equal) move by 30 % of their norm, and by 62 %
+    # for the rotated quarter of the head alone
+    assert round(float((s_wrong - s_half).norm() / s_half.norm()), 2) == 0.30
+    qr, kr = q.clone(), k.clone()
+    qr[..., 64:], kr[..., 64:] = 0, 0
+    r_half, r_wrong = half(qr) @ half(kr).transpose(-1, -2), wrong(qr) @ wrong(kr).transpose(-1, -2)
+    assert round(float((r_wrong - r_half).norm() / r_half.norm()), 2) == 0.62
+
+
+# --------------------------------------------------------------- 14. NoPE written as theta 0
+
+
+def test_layer_rope_theta_zero_means_nope_not_a_base():
+    """transformers #47179 (GraniteSWA): ``layer_rope_theta`` gives each layer its base, 0 for a
+    NoPE layer. Read as a base, 0 makes the frequencies 1/0**(2j/d): infinite, and cos and sin
+    NaN; read with ``theta or rope_theta``, the NoPE layer is rotated with the global base. The
+    config reader lists the layer as NoPE and RotaryEmbedding refuses base 0."""
+    cfg = {"model_type": "granite_swa", "num_hidden_layers": 4, "head_dim": 64, "rope_theta": 1e4,
+           "layer_rope_theta": [0.0, 1e4, 1e4, 1e4]}
+    r = posenc.rope_layers_from_config(cfg)
+    assert r.nope_layers == (0,) and r.layer(0) is None and r.layer(1).base == 1e4
+    naive = 1.0 / (torch.tensor(0.0, dtype=DT) ** (torch.arange(0, 64, 2, dtype=DT) / 64))
+    assert torch.isinf(naive[1:]).all() and torch.isnan(torch.cos(5 * naive[1:])).all()
+    g = _gen(14)
+    q, k = torch.randn(1, 1, 64, 64, generator=g), torch.randn(1, 1, 64, 64, generator=g)
+    fallback = posenc.RotaryEmbedding(64, base=0.0 or 1e4)
+    nope_scores = q @ k.transpose(-1, -2)
+    assert float((fallback(q) @ fallback(k).transpose(-1, -2) - nope_scores).abs().max()) > 1.0
+    with pytest.raises(ValueError, match="base"):
+        posenc.RotaryEmbedding(64, base=0.0)
+
+
+# --------------------------------------------------------------- 15. positions under context parallelism
+
+
+def _cp_rank_index(cu_seqlens: list[int], cp: int, rank: int, *, offset: bool = True) -> torch.Tensor:
+    """Rows of a packed (THD) batch that context-parallel rank ``rank`` holds: each sequence is
+    cut into ``2 cp`` chunks and the rank takes chunks ``rank`` and ``2 cp - 1 - rank``
+    (load balancing under the causal mask). ``offset=False`` forgets ``cu_seqlens[i]``."""
+    rows = []
+    for i in range(len(cu_seqlens) - 1):
+        n = cu_seqlens[i + 1] - cu_seqlens[i]
+        chunk = n // (2 * cp)
+        start = cu_seqlens[i] if offset else 0
+        for c in (rank, 2 * cp - 1 - rank):
+            rows += range(start + c * chunk, start + (c + 1) * chunk)
+    return torch.tensor(rows)
+
+
+def test_context_parallel_ranks_gather_positions_with_the_packed_offset():
+    """Megatron-LM #5243: under context parallelism a rank holds the front and back chunks of
+    every packed sequence; its rows of the per-token RoPE table must be picked with each
+    sequence's ``cu_seqlens`` offset (cu_seqlens [0, 4, 8], 2 ranks: rows [0, 3, 4, 7], not
+    [0, 3, 0, 3]). With equal lengths and positions restarting per sequence the wrong rows hold
+    the right values, which hides the bug; with lengths 4 and 8 they do not. Positions that
+    travel with the tokens (gathered with the same index) give the rank exactly the rotation of
+    the whole packed batch."""
+    assert _cp_rank_index([0, 4, 8], 2, 0).tolist() == [0, 3, 4, 7]
+    assert _cp_rank_index([0, 4, 8], 2, 0, offset=False).tolist() == [0, 3, 0, 3]
+    cu = [0, 4, 12]
+    positions = torch.cat([torch.arange(cu[i + 1] - cu[i]) for i in range(2)])  # restart per sequence
+    right, wrong = _cp_rank_index(cu, 2, 0), _cp_rank_index(cu, 2, 0, offset=False)
+    assert positions[right].tolist() == [0, 3, 0, 1, 6, 7] and positions[wrong].tolist() == [0, 3, 0, 1, 2, 3]
+    rope = RotaryEmbedding(64)
+    x = torch.randn(1, 12, 64, generator=_gen(15))
+    whole = rope(x, positions=positions)
+    assert torch.allclose(rope(x[:, right], positions=positions[right]), whole[:, right], atol=1e-6)
+    assert float((rope(x[:, right], positions=positions[wrong]) - whole[:, right]).abs().max()) > 0.5
+
+
+# --------------------------------------------------------------- 16. the sign of ALiBi in a score_mod
+
+
+def test_alibi_score_mod_sign():
+    """attention-gym #86: PyTorch's FlexAttention example added ``slope * (q_idx - kv_idx)``,
+    a bonus that grows with distance under the causal mask, instead of ``slope * (kv_idx - q_idx)``.
+    With equal content scores, the reversed sign puts 0.86 of the last query's attention (slope
+    1/2, 128 keys) on the 4 oldest keys, the right one 0.86 on the 4 nearest. posenc's
+    alibi_bias is the right one."""
+    n, heads = 128, 8
+    q_idx, kv_idx = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    slopes = posenc.alibi_slopes(heads)[:, None, None]
+    causal = kv_idx <= q_idx
+    fixed = torch.where(causal, slopes * (kv_idx - q_idx), float("-inf"))
+    reversed_ = torch.where(causal, slopes * (q_idx - kv_idx), float("-inf"))
+    ours = posenc.alibi_bias(heads, n).masked_fill(~causal, float("-inf"))
+    assert torch.allclose(ours, fixed)
+    h = int((posenc.alibi_slopes(heads) == 0.5).nonzero())
+    w_fixed, w_rev = fixed[h, -1].softmax(-1), reversed_[h, -1].softmax(-1)
+    assert round(float(w_fixed[-4:].sum()), 2) == 0.86 and round(float(w_rev[:4].sum()), 2) == 0.86
+
+
+def test_every_reproduction_named_on_the_page_exists():
+    """Each test the page names (``test_...`` in backquotes) is defined in this file or the file it names."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    page = (root / "book" / "incidents.md").read_text(encoding="utf-8")
+    here = pathlib.Path(__file__).read_text(encoding="utf-8")
+    named = re.findall(r"`(?:(tests/[\w/]+\.py)::)?(test_\w+)`", page)
+    assert len(named) >= 17
+    for path, name in named:
+        source = (root / path).read_text(encoding="utf-8") if path else here
+        assert f"def {name}(" in source, name

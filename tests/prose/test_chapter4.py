@@ -294,3 +294,37 @@ def test_partial_rotary_half_layout_pairs_inside_the_rotated_width():
     assert torch.nonzero(moved.abs() > 1e-12).flatten().tolist() == [0, 8]  # (j, j + r/2), not (j, j + d_h/2)
     x = torch.randn(5, 64, dtype=torch.float64)
     assert torch.equal(neox(x, offset=3)[:, 16:], x[:, 16:])
+
+
+def test_released_models_table_agrees_with_the_config_inspector():
+    """Section "RoPE as released models use it": each row's stated layout, rule and length
+    is what posenc.inspect_config reads from the configuration class printed below it."""
+    import json
+    import pathlib
+
+    from posenc.book.released import released_rope_rows
+
+    nb = json.loads((pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "04_rotations.ipynb").read_text())
+    table = next("".join(c["source"]) for c in nb["cells"] if "(sec-rotations-released)=" in "".join(c["source"]))
+    line = {row.split("|")[1].strip(): row for row in table.splitlines() if row.startswith("| ")}
+    rows = {(r["model"], r["layer_type"]): r for r in released_rope_rows()}
+    g3 = rows["Gemma 3", "full_attention"]
+    assert "divide by 8 (linear scaling" in line["Gemma 3"] and g3["scaling"] == "linear x8"
+    assert rows["Gemma 3", "sliding_attention"]["scaling"] == "none"
+    ds = rows["DeepSeek-V3", "full_attention"]
+    assert "interleaved layout" in line["DeepSeek-V2, V3"] and ds["layout"] == "interleaved"
+    assert "YaRN, factor 40 from 4,096" in line["DeepSeek-V2, V3"] and (ds["scaling"], ds["trained_length"]) == ("yarn x40", 4096)
+    assert "64 rotated dimensions" in line["DeepSeek-V2, V3"] and ds["rotary_dim"] == 64
+    cmd = rows["Command A", "sliding_attention"]
+    assert "interleaved layout" in line["Command R7B, Command A"] and cmd["layout"] == "interleaved"
+    assert "three sliding-window layers" in line["Command R7B, Command A"] and cmd["nope"] == "10 of 40"
+    gpt = rows["gpt-oss", "full_attention"]
+    assert "factor 32 from 4,096" in line["gpt-oss"] and "base 150,000" in line["gpt-oss"]
+    assert (gpt["scaling"], gpt["trained_length"], gpt["base"]) == ("yarn x32", 4096, 150000.0)
+    llama = rows["Llama 3.1", "full_attention"]
+    assert "factor 8, low 1, high 4, $L$ = 8,192" in line["Llama 3, 3.1"]
+    assert (llama["scaling"], llama["trained_length"], llama["base"]) == ("llama3 x8", 8192, 500000.0)
+    g4 = rows["Gemma 4", "full_attention"]
+    assert "first quarter of the pairs" in line["Gemma 4"] and g4["rotated_pairs"] * 4 == g4["head_dim"] // 2
+    assert "every fourth layer" in line["SmolLM3"] and "every fourth layer" in line["Llama 4"]
+    assert rows["SmolLM3", "full_attention"]["nope"] == "9 of 36" and rows["Llama 4", "chunked_attention"]["nope"] == "12 of 48"
