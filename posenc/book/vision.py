@@ -229,17 +229,12 @@ def query_scores(
     if scheme == "rope_axial":
         rope = AxialRotaryEmbedding(head_dim, base=100.0)
     else:
-        rope = MixedRotaryEmbedding(head_dim, 1, base=10.0, init="axial").double()
         if angle is None:
             g = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
             angle = float(torch.rand(1, generator=g, dtype=torch.float64)) * 2 * math.pi
         if isinstance(angle, bool) or not isinstance(angle, (int, float)) or not math.isfinite(angle):
             raise TypeError(f"angle must be a finite number (radians) or None, got {angle!r}")
-        q4 = head_dim // 4
-        mag = torch.tensor(10.0 ** (-4.0 * np.arange(q4) / head_dim), dtype=torch.float64)
-        a = torch.tensor([angle, angle + math.pi / 2], dtype=torch.float64).repeat_interleave(q4)
-        with torch.no_grad():
-            rope.freqs.copy_(torch.stack([torch.cat([mag, mag]) * torch.sin(a), torch.cat([mag, mag]) * torch.cos(a)])[:, None])
+        rope = MixedRotaryEmbedding(head_dim, 1, base=10.0, init_angle=angle, dtype=torch.float64)
     ones = torch.ones(1, 1, height * width, head_dim, dtype=torch.float64)
     with torch.no_grad():
         k = rope(ones, positions=pos)[0, 0]
@@ -331,10 +326,13 @@ class TinyViT(nn.Module):
         """Logits for ``images``; ``position_scale`` multiplies the patch coordinates.
 
         ``position_scale < 1`` squeezes a larger grid into the coordinate range of the
-        training grid (position interpolation, as for RoPE in chapter 4): with
-        ``train_grid / grid`` the corners of any grid get the training grid's corner
-        coordinates. Only for the schemes that take real coordinates (``"sincos_2d"``,
-        ``"rope_axial"``, ``"rope_mixed"``).
+        training grid (position interpolation, as for RoPE in chapter 4). With
+        ``train_grid / grid`` (``evaluate_vit(..., interpolate=True)``) patch ``c`` of a
+        ``G``-patch side goes to ``c * T / G`` (``T = train_grid``, 4 in chapter 8): patch 0
+        stays at 0 and patch ``G - 1`` lands at ``T - T / G`` (3.5 for ``T = 4, G = 8``), not
+        at the training grid's last coordinate ``T - 1``; aligning the patch centres instead
+        would take ``(c + 0.5) * T / G - 0.5``. Only for the schemes that take real coordinates
+        (``"sincos_2d"``, ``"rope_axial"``, ``"rope_mixed"``).
         """
         if not isinstance(images, torch.Tensor) or images.ndim != 3 or images.shape[1] != images.shape[2]:
             raise ValueError("images must be a tensor of shape (batch, H, H) (square images)")
@@ -347,7 +345,7 @@ class TinyViT(nn.Module):
         if scale != 1.0:
             pos = pos.to(torch.float64) * scale
         if self.scheme == "sincos_2d" and scale != 1.0:
-            table = _sincos_2d_at(pos.numpy(), self.d_model).to(x.dtype)
+            table = torch.from_numpy(sinusoidal_encoding_2d(None, self.d_model, positions=pos.numpy())).to(x.dtype)
         else:
             table = self.positional_table(grid)
         if table is not None:
@@ -360,13 +358,6 @@ class TinyViT(nn.Module):
                 rot = functools.partial(self.rotary[i], positions=pos.to(x.dtype))
             x = block(x, rotary=rot)
         return self.head(self.norm(x).mean(dim=1))
-
-
-def _sincos_2d_at(pos: np.ndarray, d_model: int) -> torch.Tensor:
-    """The 2-D sin-cos table at real (row, column) coordinates ``pos`` (n, 2)."""
-    omega = 10000.0 ** (-4.0 * np.arange(d_model // 4) / d_model)
-    ang_c, ang_r = np.outer(pos[:, 1], omega), np.outer(pos[:, 0], omega)
-    return torch.from_numpy(np.concatenate([np.sin(ang_c), np.cos(ang_c), np.sin(ang_r), np.cos(ang_r)], axis=1))
 
 
 # ----------------------------------------------------------------------------- training
@@ -559,11 +550,6 @@ def run_vision_trial(scheme: str, seed: int, config: VisionConfig = VisionConfig
             loss, acc = evaluate_vit(model, s, interpolate=True)
             row[f"iloss_{s}"], row[f"iacc_{s}"] = loss, acc
     return row
-
-
-def config_dict(config: VisionConfig) -> dict:
-    """The config as a JSON-ready dict."""
-    return config.to_dict()
 
 
 def transformers_rope_index(segments, *, spatial_merge_size: int = 2) -> torch.Tensor:

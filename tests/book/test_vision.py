@@ -108,7 +108,7 @@ def test_position_interpolation_maps_a_larger_grid_into_the_training_range():
     torch.testing.assert_close(s2(x, position_scale=1.0 + 0.0), s2(x))
     # the fractional table at integer coordinates is the library's table
     pos = vision.grid_positions(3, 3).double().numpy()
-    np.testing.assert_allclose(vision._sincos_2d_at(pos, 16).numpy(), posenc.sinusoidal_encoding_2d(3, 16), atol=1e-15)
+    np.testing.assert_allclose(posenc.sinusoidal_encoding_2d(None, 16, positions=pos), posenc.sinusoidal_encoding_2d(3, 16), atol=1e-15)
     with pytest.raises(ValueError, match="position_scale"):
         vision.TinyViT("learned_2d")(torch.rand(1, 16, 16), position_scale=0.5)
     with pytest.raises(TypeError, match="interpolate"):

@@ -1,7 +1,7 @@
 """What the laboratory computed for chapter 8 and the library now provides: same numbers.
 
 * ``sinusoidal_encoding_2d(None, d_model, positions=...)``: the 2-D sin-cos table at real
-  (row, column) coordinates, bit for bit the formula of ``posenc.book.vision._sincos_2d_at``
+  (row, column) coordinates, bit for bit the formula the laboratory once held (``vision._sincos_2d_at``, now gone)
   (copied below as the laboratory wrote it), and equal to the grid table at integer
   coordinates;
 * ``MixedRotaryEmbedding(..., init_angle=a, dtype=torch.float64)``: RoPE-Mixed started
