@@ -45,7 +45,7 @@ from posenc.book import results as res
 from posenc.book.resources import DATA_DIR  # the saved results ship with posenc.book
 from posenc.book.models import SCHEMES
 from posenc.book.tasks import TASKS
-from posenc.book.training import RunConfig, config_dict, run_trial
+from posenc.book.training import RunConfig, run_trial
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = ("plain", "bos")
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             "(acc_2x, acc_4x) and over the positions beyond the training length only (beyond_2x, beyond_4x). "
             "null = the model cannot run at that length (learned embeddings past max_len).",
             command="python experiments/alternatives_extrapolation.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            config=config_dict(RunConfig(**shared)),
+            config=RunConfig(**shared).to_dict(),
             protocol={
                 "shared": shared,
                 "lrs": args.lrs,

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import torch
 
-from posenc import book
+from posenc.book import results, tabular
 from posenc.book.resources import DATA_DIR  # the saved results ship with posenc.book
 
 HERE = Path(__file__).resolve().parent
@@ -82,7 +82,7 @@ PARTS = {
 
 def identity_configs() -> dict:
     """The four two-block transformers of the feature-identity experiment (chapter 5)."""
-    return {name: book.tabular.identity_model(name) for name in book.tabular.IDENTITY_MODELS}
+    return {name: tabular.identity_model(name) for name in tabular.IDENTITY_MODELS}
 
 
 SIGMAS = [0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
@@ -90,15 +90,7 @@ DIABETES_SIGMA, DIABETES_BINS = 0.1, 8
 SYNTHETIC_SIGMA, SYNTHETIC_BINS = 1.0, 16
 
 
-def make_data(task: str, split: int) -> book.TabularSplit:
-    """Split ``split`` of ``task``: a random 332/110 split of the diabetes table, or a fresh draw
-    of 640 training and 1024 test rows of a synthetic target (frequency 3)."""
-    if task == "diabetes":
-        return book.diabetes_split(test_fraction=0.25, seed=split)
-    return book.high_frequency_task(n_train=640, n_test=1024, frequency=3.0, shape=task, seed=split)
-
-
-def validation_rows(data: book.TabularSplit) -> int:
+def validation_rows(data: tabular.TabularSplit) -> int:
     return int(round(0.2 * data.x_train.shape[0]))
 
 
@@ -120,10 +112,10 @@ def run_tuned_split(split: int, cfg: dict, done: set, save) -> None:
     """One diabetes split: per network, ``candidates`` log-uniform settings early-stopped on the last
     ``validation`` training rows; the best one (validation R^2) is refitted on all training rows for
     its best number of steps and scored on the test rows. The baselines are tuned the same way."""
-    data = make_data("diabetes", split)
+    data = tabular.grid_split("diabetes", split)
     n_val = cfg["validation"]
-    fit_rows = book.validation_split(data, n_val)
-    candidates = book.tabular.log_uniform_candidates(cfg["space"], cfg["candidates"], seed=split, integer=["n_bins"])
+    fit_rows = tabular.validation_split(data, n_val)
+    candidates = tabular.log_uniform_candidates(cfg["space"], cfg["candidates"], seed=split, integer=["n_bins"])
     fit = dict(validation=n_val, steps=cfg["steps"], eval_every=cfg["eval_every"], patience=cfg["patience"])
     for name, tuned in TUNED.items():
         rows = []
@@ -132,11 +124,11 @@ def run_tuned_split(split: int, cfg: dict, done: set, save) -> None:
             row = {"task": "diabetes", "split": split, "model": name, "stage": "search", "candidate": i, **setting}
             if _tuned_key(row) in done:
                 continue
-            configs = book.value_embedding_configs(
+            configs = tabular.value_embedding_configs(
                 fit_rows, sigma=setting.get("sigma", 1.0), n_bins=setting.get("n_bins", 8)
             )
             t0 = time.perf_counter()
-            scores = book.fit_regressor(configs[name], data, seed=split, lr=setting["lr"], **fit)
+            scores = tabular.fit_regressor(configs[name], data, seed=split, lr=setting["lr"], **fit)
             save(_row("diabetes", split, name, {"stage": "search", "candidate": i, **setting}, scores)
                  | {"seconds": round(time.perf_counter() - t0, 1)})
         refit = {"task": "diabetes", "split": split, "model": name, "stage": "refit", "candidate": None}
@@ -146,26 +138,26 @@ def run_tuned_split(split: int, cfg: dict, done: set, save) -> None:
         best = max(searched, key=lambda r: r["val_r2"])
         setting = {k: best[k] for k in tuned}
         # bins of the refit come from all training rows
-        configs = book.value_embedding_configs(data, sigma=setting.get("sigma", 1.0), n_bins=setting.get("n_bins", 8))
-        scores = book.fit_regressor(configs[name], data, seed=split, lr=setting["lr"], steps=max(best["best_step"], 1))
+        configs = tabular.value_embedding_configs(data, sigma=setting.get("sigma", 1.0), n_bins=setting.get("n_bins", 8))
+        scores = tabular.fit_regressor(configs[name], data, seed=split, lr=setting["lr"], steps=max(best["best_step"], 1))
         save(_row("diabetes", split, name, {"stage": "refit", "chosen": best["candidate"], **setting}, scores)
              | {"steps": best["best_step"], "val_r2": best["val_r2"]})
     if ("diabetes", split, "ridge", "refit", None) not in done:
-        for name, values in book.tabular.tuned_baselines(data, validation=n_val, seed=split).items():
+        for name, values in tabular.tuned_baselines(data, validation=n_val, seed=split).items():
             save({"task": "diabetes", "split": split, "model": name, "stage": "refit",
                   **{k: (round(float(v), DIGITS) if k.endswith("r2") else v) for k, v in values.items()}})
 
 
 def run_split(part: str, task: str, split: int, cfg: dict, done: set, quick: bool) -> list[dict]:
     if part == "identity":
-        data = book.feature_identity_task(n_train=256, n_test=512, seed=0)  # one data set, the seed varies
+        data = tabular.feature_identity_task(n_train=256, n_test=512, seed=0)  # one data set, the seed varies
         rows = []
         for name, make in identity_configs().items():
             if (task, split, name, cfg["lrs"][0], None) not in done:
-                scores = book.fit_regressor(make, data, seed=split, steps=cfg["steps"], lr=cfg["lrs"][0])
+                scores = tabular.fit_regressor(make, data, seed=split, steps=cfg["steps"], lr=cfg["lrs"][0])
                 rows.append(_row(task, split, name, {"lr": cfg["lrs"][0]}, scores))
         return rows
-    data = make_data(task, split)
+    data = tabular.grid_split(task, split)
     n_val = validation_rows(data)
     fit = dict(validation=n_val, steps=cfg["steps"], eval_every=cfg["eval_every"], patience=cfg["patience"])
     rows = []
@@ -177,18 +169,18 @@ def run_split(part: str, task: str, split: int, cfg: dict, done: set, quick: boo
                     for lr in cfg["lrs"]]
     sigma0, bins0 = (DIABETES_SIGMA, DIABETES_BINS) if task == "diabetes" else (SYNTHETIC_SIGMA, SYNTHETIC_BINS)
     # bins from the rows the model is fitted on (the validation part is held out)
-    fit_rows = book.validation_split(data, n_val)
+    fit_rows = tabular.validation_split(data, n_val)
     for name, setting in settings:
         if (task, split, name, setting.get("lr"), setting.get("sigma")) in done:
             continue
-        configs = book.value_embedding_configs(fit_rows, sigma=setting.get("sigma", sigma0), n_bins=bins0)
+        configs = tabular.value_embedding_configs(fit_rows, sigma=setting.get("sigma", sigma0), n_bins=bins0)
         curve = split == 0 and part != "sigma"
-        scores = book.fit_regressor(configs[name], data, seed=split, lr=setting["lr"], curve=curve, **fit)
+        scores = tabular.fit_regressor(configs[name], data, seed=split, lr=setting["lr"], curve=curve, **fit)
         rows.append(_row(task, split, name, setting, scores))
         if quick:
             print(rows[-1] | {"curve": "..."} if curve else rows[-1], flush=True)
     if part != "sigma" and (task, split, "ridge", None, None) not in done:
-        base = book.sklearn_baselines(data, [split], validation=n_val)
+        base = tabular.sklearn_baselines(data, [split], validation=n_val)
         for name, values in base.items():
             rows.append({"task": task, "split": split, "model": name, "test_r2": round(float(values[0]), DIGITS)})
     return rows
@@ -203,11 +195,11 @@ def fingerprint(part: str) -> dict:
     cfg = PARTS[part]
     task = cfg["tasks"][0]
     if part == "diabetes":
-        cand = book.tabular.log_uniform_candidates(cfg["space"], cfg["candidates"], seed=0, integer=["n_bins"])[0]
+        cand = tabular.log_uniform_candidates(cfg["space"], cfg["candidates"], seed=0, integer=["n_bins"])[0]
         trials = [(0, {"task": task, "model": m, "stage": "search", **{k: cand[k] for k in tuned}})
                   for m, tuned in TUNED.items()]
     elif part == "identity":
-        trials = [(0, {"task": task, "model": m, "lr": cfg["lrs"][0]}) for m in book.tabular.IDENTITY_MODELS]
+        trials = [(0, {"task": task, "model": m, "lr": cfg["lrs"][0]}) for m in tabular.IDENTITY_MODELS]
     elif part == "sigma":
         trials = [(0, {"task": task, "model": m, "lr": cfg["lrs"][0], "sigma": 0.3}) for m in ("periodic (PLR)", "MLP-PLR")]
     else:  # rates at which 20 steps are not chaotic: another CPU's last bits stay below 1e-6 (PLR at 3e-3: 2e-4)
@@ -228,14 +220,14 @@ def _metadata(part: str, cfg: dict) -> dict:
 def merge(part: str, files: list[Path], out: Path) -> int:
     """Merge pieces written with ``--first/--last/--out`` into one results file, in run order."""
     cfg = PARTS[part]
-    rows = [r for f in files for r in book.read_results(f)["rows"]]
+    rows = [r for f in files for r in results.read_results(f)["rows"]]
     order = {t: i for i, t in enumerate(cfg["tasks"])}
     rows.sort(key=lambda r: (order[r["task"]], r["split"]))
     keys = [_key(r) for r in rows]
     if len(set(keys)) != len(keys):
         raise ValueError("the pieces overlap: a (task, split, model, setting) appears twice")
-    machine = book.read_results(files[0]).get("machine", "")
-    book.write_results(out, rows, **(_metadata(part, cfg) | {"machine": machine}))
+    machine = results.read_results(files[0]).get("machine", "")
+    results.write_results(out, rows, **(_metadata(part, cfg) | {"machine": machine}))
     print(f"{len(rows)} rows from {len(files)} files -> {out}")
     return 0
 
@@ -247,17 +239,17 @@ def extend(part: str, cfg: dict, rows: list[dict], out: Path, metadata: dict, st
     print(f"{len(capped)} runs reached the cap of {cfg['steps']} steps", flush=True)
     for i in capped:
         r = rows[i]
-        data = make_data(r["task"], r["split"])
+        data = tabular.grid_split(r["task"], r["split"])
         n_val = validation_rows(data)
         sigma0, bins0 = (DIABETES_SIGMA, DIABETES_BINS) if r["task"] == "diabetes" else (SYNTHETIC_SIGMA, SYNTHETIC_BINS)
-        configs = book.value_embedding_configs(book.validation_split(data, n_val), sigma=r.get("sigma", sigma0), n_bins=bins0)
+        configs = tabular.value_embedding_configs(tabular.validation_split(data, n_val), sigma=r.get("sigma", sigma0), n_bins=bins0)
         t0 = time.perf_counter()
-        scores = book.fit_regressor(configs[r["model"]], data, seed=r["split"], lr=r["lr"], validation=n_val,
+        scores = tabular.fit_regressor(configs[r["model"]], data, seed=r["split"], lr=r["lr"], validation=n_val,
                                     steps=steps, eval_every=cfg["eval_every"], patience=cfg["patience"],
                                     curve="curve" in r)
         new = _row(r["task"], r["split"], r["model"], {k: r[k] for k in ("lr", "sigma") if k in r}, scores)
         rows[i] = new | {"steps": steps}
-        book.write_results(out, rows, **metadata)
+        results.write_results(out, rows, **metadata)
         print({k: v for k, v in rows[i].items() if k != "curve"}, f"was best_step {r['best_step']} "
               f"test_r2 {r['test_r2']} ({time.perf_counter() - t0:.0f} s)", flush=True)
     return 0
@@ -287,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or DATA_DIR / f"tabular_{args.part}.json"
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    rows = [] if args.quick or not out.exists() else book.read_results(out)["rows"]
+    rows = [] if args.quick or not out.exists() else results.read_results(out)["rows"]
     metadata = _metadata(args.part, cfg)
     t0 = time.perf_counter()
     if args.part == "diabetes":
@@ -298,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             done.add(_tuned_key(row))
             print({k: v for k, v in row.items() if k != "task"}, flush=True)
             if not args.quick:
-                book.write_results(out, rows, **metadata)
+                results.write_results(out, rows, **metadata)
 
         save.rows = rows
         for split in range(args.first, last + 1):
@@ -314,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += new
             done |= {_key(r) for r in new}
             if not args.quick:
-                book.write_results(out, rows, **metadata)
+                results.write_results(out, rows, **metadata)
             print(f"{args.part}: {task} split {split} done ({time.perf_counter() - t0:.0f} s)", flush=True)
     return 0
 

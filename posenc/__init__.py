@@ -9,8 +9,8 @@ subpackage :mod:`posenc.rope` (the file to copy: :mod:`posenc.rope.core`).
 The library depends on torch and numpy only. Numpy functions compute in float64; torch
 modules take ``(batch, seq, dim)`` or ``(batch, heads, seq, head_dim)`` tensors. The
 book's laboratory (measurements, plots, tasks, training loops, data sets) is the
-subpackage :mod:`posenc.book` (``from posenc import book``; needs the ``book`` extra),
-which ``import posenc`` does not load.
+subpackage :mod:`posenc.book` (its modules imported by name: ``from posenc.book import
+analysis``; needs the ``book`` extra), which ``import posenc`` does not load.
 
 Example:
     >>> import torch, posenc

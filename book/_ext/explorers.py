@@ -328,14 +328,14 @@ def results_data() -> dict:
     None where no seed scored it), as chapter 6's figure of positions draws it."""
     import numpy as np
 
-    from posenc import book
+    from posenc.book import models, plotting, results, tasks, training
 
-    saved = book.read_results(RESULTS_JSON)
-    final = book.training.final_rows(saved)
+    saved = results.read_results(RESULTS_JSON)
+    final = training.final_rows(saved)
     curves: dict = {}
-    for task in book.TASKS:
+    for task in tasks.TASKS:
         for variant in ("plain", "bos"):
-            for scheme in book.SCHEMES:
+            for scheme in models.SCHEMES:
                 lists = [r["pos_4x"] for r in final
                          if (r["task"], r["scheme"], r["variant"]) == (task, scheme, variant) and r.get("pos_4x")]
                 if not lists:
@@ -348,8 +348,8 @@ def results_data() -> dict:
                     mean = np.nanmean(np.where(empty, 0.0, table), axis=0)
                 curves.setdefault(task, {}).setdefault(variant, {})[scheme] = [
                     None if e else round(float(v), 4) for v, e in zip(mean, empty)]
-    colors = {s: book.plotting.SCHEME_STYLES.get(s, {}).get("color") for s in book.SCHEMES}
-    return {"tasks": list(book.TASKS), "schemes": list(book.SCHEMES), "colors": colors,
+    colors = {s: plotting.SCHEME_STYLES.get(s, {}).get("color") for s in models.SCHEMES}
+    return {"tasks": list(tasks.TASKS), "schemes": list(models.SCHEMES), "colors": colors,
             "train_len": saved["config"]["train_len"], "chance": 1 / saved["config"]["vocab_size"],
             "curves": curves}
 

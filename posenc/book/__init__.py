@@ -1,229 +1,30 @@
-"""The book's laboratory: what the chapters need beyond the library.
+"""The book's laboratory: what the chapters and ``experiments/`` need beyond the library.
 
-``from posenc import book`` gives the measurements of the encodings and the rounding of
-the numbers quoted in the prose (:mod:`~posenc.book.analysis`), the plotting helpers
-(:mod:`~posenc.book.plotting`), the synthetic tasks, the small causal transformer and its
-seeded training loop of chapter 6 (:mod:`~posenc.book.tasks`,
-:mod:`~posenc.book.models`, :mod:`~posenc.book.training`), the tabular data sets, model
-and baselines of chapter 5 (:mod:`~posenc.book.tabular`), and the results files of
-``experiments/`` (:mod:`~posenc.book.results`), which ship with the package with the
-corpus of chapter 7 (:mod:`~posenc.book.resources`). It needs the ``book`` extra
-(matplotlib, scipy, scikit-learn, myst-nb, transformers):
+Import the module you need by name, for example
+``from posenc.book import analysis, plotting``. The package itself re-exports nothing.
+
+Shared by two or more chapters:
+
+* :mod:`~posenc.book.engine`: ``seeded``, the one training loop ``fit`` (and
+  ``fit_batched`` for several trials as one batched model), the base ``TrialConfig``;
+* :mod:`~posenc.book.results`: results files, ``summarize`` over seeds, provenance and
+  fingerprints, the ``Experiment`` harness of the scripts in ``experiments/``;
+* :mod:`~posenc.book.plotting`: the book's figure style and the figure helpers;
+* :mod:`~posenc.book.models`: the transformer block and the small causal transformer;
+* :mod:`~posenc.book.resources`: the data files shipped with the package.
+
+One per chapter:
+
+* :mod:`~posenc.book.analysis`: chapters 1-3, measurements on the encodings and the
+  rounding of the numbers the prose quotes;
+* :mod:`~posenc.book.probes` and :mod:`~posenc.book.released`: chapter 4, attention-head
+  probes and the table of released models;
+* :mod:`~posenc.book.tabular`: chapter 5, data sets, model and baselines;
+* :mod:`~posenc.book.tasks`, :mod:`~posenc.book.training` and
+  :mod:`~posenc.book.synthetic`: chapter 6, the synthetic tasks, their trials and grid;
+* :mod:`~posenc.book.realtext`: chapter 7, character-level language modelling;
+* :mod:`~posenc.book.vision`: chapter 8, the small vision transformer.
+
+It needs the ``book`` extra (matplotlib, scipy, scikit-learn, myst-nb, transformers):
 ``pip install "posenc[book] @ git+https://github.com/posenc-book/posenc-book"``.
 """
-
-from .analysis import (
-    NAIVE_KINDS,
-    add_vs_concat_readout,
-    band_noise_sweep,
-    decade_above,
-    decode_offsets,
-    float32_encoding,
-    float32_row_error,
-    linear_shift_residual,
-    min_distance_by_length,
-    min_distance_float32,
-    min_pairwise_distance,
-    naive_encoding,
-    nearest_position,
-    offset_distance,
-    offset_dot_product,
-    round_significant,
-)
-from .probes import (
-    POSITION_HEAD_ENCODINGS,
-    ROPE_PROBE_TASKS,
-    HybridRopeNope,
-    attention_score_terms,
-    mean_score_by_offset,
-    previous_token_chance,
-    rope_pair_usage,
-    train_offset_head,
-    train_position_head,
-    train_rope_head,
-)
-from .plotting import (
-    BOOK_RC,
-    COLUMN_WIDTH_IN,
-    MIN_FONT_PT,
-    PIXEL_DENSITY,
-    SCHEME_STYLES,
-    book_style,
-    figure_png,
-    figure_problems,
-    plot_encoding_heatmap,
-    plot_length_extrapolation,
-    plot_naive_candidates,
-    plot_noise_sweep,
-    plot_position_curves,
-    plot_scheme_bars,
-    plot_step_cost,
-    use_book_style,
-)
-from .tasks import (
-    RELATIVE_TASKS,
-    TASK_DEFAULTS,
-    TASKS,
-    first_scored,
-    make_task_batch,
-    TaskBatch,
-)
-from .models import (
-    SCHEMES,
-    Block,
-    count_parameters,
-    PositionalTransformer,
-    random_positions,
-)
-from .training import (
-    CONTEXT_EXTENSIONS,
-    beyond_key,
-    config_dict,
-    context_extension,
-    evaluate_accuracy,
-    accuracy_at_step,
-    final_rows,
-    grid_summary,
-    run_trial,
-    RunConfig,
-    score_keys,
-    seeded,
-    train_model,
-    verdict,
-)
-from .tabular import (
-    HIGH_FREQUENCY_SHAPES,
-    best_by_validation,
-    bootstrap_r2,
-    diabetes_split,
-    feature_identity_task,
-    fit_regressor,
-    high_frequency_task,
-    make_mlp,
-    make_mlp_plr,
-    paired_difference,
-    permutation_gap,
-    r2_score,
-    run_seeds,
-    scores_by_model,
-    sklearn_baselines,
-    TabularSplit,
-    TabularTransformer,
-    validation_split,
-    value_embedding_configs,
-)
-from .resources import resource_path
-from .results import (
-    acc_key,
-    pos_key,
-    read_results,
-    summarize,
-    summarize_trials,
-    to_numpy,
-    write_results,
-)
-
-__all__ = [
-    # measurements on the encodings and the numbers of the prose (chapters 1-3)
-    "NAIVE_KINDS",
-    "add_vs_concat_readout",
-    "band_noise_sweep",
-    "decade_above",
-    "decode_offsets",
-    "float32_encoding",
-    "float32_row_error",
-    "linear_shift_residual",
-    "min_distance_by_length",
-    "min_distance_float32",
-    "min_pairwise_distance",
-    "naive_encoding",
-    "nearest_position",
-    "offset_distance",
-    "offset_dot_product",
-    "round_significant",
-    # probes of attention heads (chapter 4)
-    "POSITION_HEAD_ENCODINGS",
-    "ROPE_PROBE_TASKS",
-    "HybridRopeNope",
-    "attention_score_terms",
-    "mean_score_by_offset",
-    "previous_token_chance",
-    "rope_pair_usage",
-    "train_offset_head",
-    "train_position_head",
-    "train_rope_head",
-    # plotting
-    "BOOK_RC",
-    "COLUMN_WIDTH_IN",
-    "MIN_FONT_PT",
-    "PIXEL_DENSITY",
-    "SCHEME_STYLES",
-    "book_style",
-    "figure_png",
-    "figure_problems",
-    "plot_encoding_heatmap",
-    "plot_length_extrapolation",
-    "plot_naive_candidates",
-    "plot_noise_sweep",
-    "plot_position_curves",
-    "plot_scheme_bars",
-    "plot_step_cost",
-    "use_book_style",
-    # synthetic tasks (chapter 6)
-    "RELATIVE_TASKS",
-    "TASK_DEFAULTS",
-    "TASKS",
-    "first_scored",
-    "make_task_batch",
-    "TaskBatch",
-    # the small causal transformer (chapter 6)
-    "SCHEMES",
-    "Block",
-    "count_parameters",
-    "PositionalTransformer",
-    "random_positions",
-    # seeded training, evaluation and the grid's summaries (chapter 6)
-    "CONTEXT_EXTENSIONS",
-    "beyond_key",
-    "config_dict",
-    "context_extension",
-    "evaluate_accuracy",
-    "accuracy_at_step",
-    "final_rows",
-    "grid_summary",
-    "run_trial",
-    "RunConfig",
-    "score_keys",
-    "seeded",
-    "train_model",
-    "verdict",
-    # tabular data, model and baselines (chapter 5)
-    "HIGH_FREQUENCY_SHAPES",
-    "best_by_validation",
-    "bootstrap_r2",
-    "diabetes_split",
-    "feature_identity_task",
-    "fit_regressor",
-    "high_frequency_task",
-    "make_mlp",
-    "make_mlp_plr",
-    "paired_difference",
-    "permutation_gap",
-    "r2_score",
-    "run_seeds",
-    "scores_by_model",
-    "sklearn_baselines",
-    "TabularSplit",
-    "TabularTransformer",
-    "validation_split",
-    "value_embedding_configs",
-    # results files and summaries over runs; the files shipped with the package
-    "acc_key",
-    "pos_key",
-    "read_results",
-    "resource_path",
-    "summarize",
-    "summarize_trials",
-    "to_numpy",
-    "write_results",
-]

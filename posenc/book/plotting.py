@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 import matplotlib as mpl
 
-from .results import acc_key
 from ._validate import as_finite_array, check_axes, check_figure, check_names, check_rows
 from .._checks import check_int
 
@@ -25,7 +24,6 @@ __all__ = [
     "figure_png",
     "figure_problems",
     "plot_encoding_heatmap",
-    "plot_length_extrapolation",
     "plot_naive_candidates",
     "plot_noise_sweep",
     "plot_position_curves",
@@ -192,70 +190,6 @@ SCHEME_STYLES: dict[str, dict[str, str]] = {
 }
 
 
-def plot_length_extrapolation(
-    ax,
-    summary: dict,
-    task: str,
-    schemes: list[str] | tuple[str, ...],
-    *,
-    factors: tuple[int, ...] = (1, 2, 4),
-    train_len: int = 16,
-    chance: float | None = None,
-) -> None:
-    """Accuracy against evaluation length, one line per scheme, error bars one std over seeds.
-
-    Args:
-        ax: a matplotlib ``Axes``.
-        summary: the output of :func:`posenc.training.summarize_trials`.
-        task: which task to draw.
-        schemes: which schemes, in legend order.
-        factors: evaluation lengths as multiples of ``train_len`` (log2 x-axis).
-        train_len: the training length (marked by a vertical line).
-        chance: draw a dotted line at this accuracy.
-
-    A scheme with no value at a length (learned embeddings past ``max_len``) simply has
-    no point there.
-    """
-    import math
-
-    check_axes("ax", ax)
-    schemes, train_len = check_names("schemes", schemes), check_int("train_len", train_len)
-    if not isinstance(factors, (tuple, list)) or not factors:
-        raise TypeError(f"factors must be a non-empty tuple of evaluation factors, got {factors!r}")
-    factors = tuple(check_int("factors", f) for f in factors)
-    if not isinstance(summary, dict) or not summary:
-        raise TypeError("summary must be the non-empty dict returned by summarize_trials")
-    if not any(isinstance(g, tuple) and g[:1] == (task,) for g in summary):
-        raise ValueError(f"task={task!r} has no entry in summary; it has {sorted({g[0] for g in summary})}")
-    for scheme in schemes:
-        if (task, scheme) not in summary:
-            raise ValueError(f"schemes: {scheme!r} has no entry for task {task!r} in summary")
-        missing = [f for f in factors if acc_key(f) not in summary[(task, scheme)]]
-        if missing:
-            raise ValueError(f"factors: summary has no {acc_key(missing[0])!r} for {(task, scheme)!r}")
-    for k, scheme in enumerate(schemes):
-        stats = summary[(task, scheme)]
-        jitter = 2 ** (0.03 * (k - (len(schemes) - 1) / 2))  # keep error bars apart
-        xs, ys, es = [], [], []
-        for f in factors:
-            mean, std, n = stats[acc_key(f)]
-            if n:
-                xs.append(f * train_len * jitter)
-                ys.append(mean)
-                es.append(0.0 if math.isnan(std) else std)
-        style = SCHEME_STYLES.get(scheme, {})
-        ax.errorbar(xs, ys, yerr=es, capsize=3, label=scheme, linewidth=1.5, markersize=6, **style)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks([f * train_len for f in factors], [f"{f * train_len}\n({f}x)" for f in factors])
-    ax.minorticks_off()
-    ax.axvline(train_len, color="black", linewidth=0.8, linestyle="--")
-    if chance is not None:
-        ax.axhline(chance, color="gray", linewidth=0.8, linestyle=":")
-    ax.set_ylim(0, 1.05)
-    ax.set_xlabel("evaluation length (multiple of the training length)")
-    ax.set_ylabel("token accuracy")
-
-
 # --- chapters 2-3: the sinusoidal table as an image ------------------------------------
 
 
@@ -420,8 +354,7 @@ def plot_scheme_bars(
     Args:
         ax: a matplotlib ``Axes``.
         summary: ``{(task, scheme, variant): {key: (mean, std, n)}}``, as
-            :func:`posenc.book.results.summarize_trials` returns with
-            ``by=("task", "scheme", "variant")``.
+            :func:`posenc.book.training.grid_summary` returns.
         task: which task to draw.
         schemes: the schemes, in order along the x-axis.
         key: the metric (``"acc_1x"``, ``"beyond_2x"``, ``"beyond_4x"``, ...).
@@ -442,7 +375,7 @@ def plot_scheme_bars(
     check_axes("ax", ax)
     schemes, variants = check_names("schemes", schemes), check_names("variants", variants)
     if not isinstance(summary, dict) or not summary:
-        raise TypeError("summary must be the non-empty dict returned by summarize_trials with by=(task, scheme, variant)")
+        raise TypeError("summary must be the non-empty dict {(task, scheme, variant): {key: (mean, std, n)}} of training.grid_summary")
     if not any(isinstance(g, tuple) and g[:1] == (task,) for g in summary):
         raise ValueError(f"task={task!r} has no entry in summary")
     for scheme in schemes:

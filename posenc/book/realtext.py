@@ -42,6 +42,7 @@ from ..rope.scaling import extension
 from .engine import TrialConfig, fit, seeded
 from .models import PositionalTransformer, random_positions
 from .resources import DATA_DIR, resource_path
+from .results import summarize
 
 __all__ = [
     "CORPUS_FILE",
@@ -59,7 +60,6 @@ __all__ = [
     "long_range_probe",
     "loss_by_position",
     "random_windows",
-    "seed_values",
     "sha256_of",
     "train_lm",
     "with_rotary_scaling",
@@ -250,9 +250,6 @@ class TextConfig(TrialConfig):
             randomized_max_len=self.randomized_max_len,
         )
 
-    def as_dict(self) -> dict:
-        """The settings as a dict (:meth:`~posenc.book.engine.TrialConfig.to_dict`)."""
-        return self.to_dict()
 
 
 def random_windows(
@@ -657,12 +654,6 @@ def long_range_probe(
     return {"first": float(a.mean()) * LOG2E, "second": float(b.mean()) * LOG2E, "length": length}
 
 
-def _mean_sd(values: list[float]) -> tuple[float, float, int]:
-    arr = np.asarray(values, dtype=float)
-    sd = float(arr.std(ddof=1)) if arr.size > 1 else float("nan")
-    return float(arr.mean()), sd, int(arr.size)
-
-
 def bpc_summary(saved: dict, *, extension: str | None = None, finetune_len: int | None = None) -> dict:
     """Mean, standard deviation and count over seeds of the saved bits per character.
 
@@ -673,8 +664,9 @@ def bpc_summary(saved: dict, *, extension: str | None = None, finetune_len: int 
             ``None`` for zero-shot).
 
     Returns:
-        ``{(scheme, eval_len, mode): (mean, sd, n_seeds)}``; rows whose ``bpc`` is
-        ``None`` (a learned table asked for a longer input) are left out.
+        ``{(scheme, eval_len, mode): summary}``, each the
+        :func:`~posenc.book.results.summarize` ``(mean, sd, n)`` of the cell's seeds; rows
+        whose ``bpc`` is ``None`` (a learned table asked for a longer input) are left out.
 
     Example:
         >>> rows = [{"scheme": "alibi", "seed": s, "train_len": 64, "eval_len": 64,
@@ -692,22 +684,4 @@ def bpc_summary(saved: dict, *, extension: str | None = None, finetune_len: int 
         if extension is not None and r.get("finetune_len") != finetune_len:
             continue
         groups.setdefault((r["scheme"], r["eval_len"], r["mode"]), []).append(r["bpc"])
-    return {k: _mean_sd(v) for k, v in groups.items()}
-
-
-def seed_values(saved: dict, scheme: str, eval_len: int, mode: str, *, extension: str | None = None,
-                finetune_len: int | None = None) -> dict[int, float]:
-    """``{seed: bpc}`` of one cell of the saved grid (for comparisons seed by seed)."""
-    if not isinstance(saved, dict) or not isinstance(saved.get("rows"), list):
-        raise ValueError("saved must be a results dict with a list 'rows'")
-    mode = check_choice("mode", mode, EVAL_MODES)
-    out = {}
-    for r in saved["rows"]:
-        if (r["scheme"], r["eval_len"], r["mode"]) != (scheme, eval_len, mode) or r.get("bpc") is None:
-            continue
-        if r.get("extension") != extension:
-            continue
-        if extension is not None and r.get("finetune_len") != finetune_len:
-            continue
-        out[r["seed"]] = r["bpc"]
-    return out
+    return {k: summarize(v) for k, v in groups.items()}

@@ -45,7 +45,6 @@ __all__ = [
     "provenance",
     "read_results",
     "summarize",
-    "summarize_trials",
     "to_numpy",
     "write_results",
 ]
@@ -262,52 +261,6 @@ def paired_difference(a: object, b: object, *, seed: int = 0) -> dict[str, objec
     boot = _interval(diff.tolist(), s.mean, s.sd, "bootstrap", seed) if s.n > 1 else (math.nan, math.nan)
     return {"mean": s.mean, "sd": s.sd, "n": s.n, "t95": s.interval, "bootstrap": boot,
             "a_lower": int((x[keep] < y[keep]).sum())}
-
-
-def summarize_trials(
-    rows: list[dict],
-    *,
-    steps: int | None = None,
-    keys: tuple[str, ...] = ("acc_1x", "acc_2x", "acc_4x"),
-    by: tuple[str, ...] = ("task", "scheme"),
-) -> dict[tuple, dict[str, tuple[float, float, int]]]:
-    """:func:`summarize` of every metric over the seeds of each group of result rows.
-
-    Args:
-        rows: result rows, each a dict with the ``by`` fields, optionally ``steps``, and
-            the ``keys`` (``None`` or ``nan`` where the model could not run).
-        steps: keep only rows with this ``steps`` value (``None``: keep all).
-        keys: the metrics to summarise.
-        by: the fields that name a group.
-
-    Returns:
-        ``{(task, scheme): {key: Summary}}`` (tuples of the ``by`` fields), in the
-        order the rows first name them.
-
-    Example:
-        >>> rows = [{"task": "t", "scheme": "s", "acc_1x": a} for a in (0.5, 0.7)]
-        >>> summarize_trials(rows, keys=("acc_1x",))[("t", "s")]["acc_1x"][:]
-        (0.6, 0.14142135623730948, 2)
-    """
-    _check_rows(rows)
-    if steps is not None:
-        steps = check_int("steps", steps, minimum=0)
-    for name, fields in (("keys", keys), ("by", by)):
-        if isinstance(fields, str) or not isinstance(fields, (tuple, list)) or not all(
-            isinstance(f, str) for f in fields
-        ):
-            raise TypeError(f"{name} must be a tuple of field names (strings), got {fields!r}")
-    groups: dict[tuple, list[dict]] = {}
-    for i, row in enumerate(rows):
-        if steps is not None and row.get("steps") != steps:
-            continue
-        missing = [f for f in by if f not in row]
-        if missing:
-            raise ValueError(f"rows[{i}] has no field {missing[0]!r}, which by={tuple(by)!r} groups on")
-        groups.setdefault(tuple(row[f] for f in by), []).append(row)
-    return {
-        group: {key: summarize([r.get(key) for r in members]) for key in keys} for group, members in groups.items()
-    }
 
 
 def read_results(path: str | Path) -> dict:

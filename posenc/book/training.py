@@ -33,15 +33,14 @@ from ._validate import check_names, check_real, check_rows
 __all__ = [
     "CONTEXT_EXTENSIONS",
     "RunConfig",
+    "accuracy_at_step",
     "final_rows",
     "grid_summary",
     "verdict",
     "beyond_key",
-    "config_dict",
     "context_extension",
     "evaluate_accuracy",
     "run_trial",
-    "score_keys",
     "seeded",
     "train_model",
     "first_losses",
@@ -608,17 +607,6 @@ def context_extension(
     finally:
         model.positional = original
     return out
-
-
-def score_keys(config: RunConfig) -> list[str]:
-    """The accuracy keys of :func:`run_trial` for ``config``: ``["acc_1x", "acc_2x", ...]``."""
-    config = _check_config(config)
-    return [acc_key(f) for f in config.eval_factors]
-
-
-def config_dict(config: RunConfig) -> dict:
-    """The settings of ``config`` as a plain dict (for saving next to results)."""
-    return _check_config(config).to_dict()
 
 
 def final_rows(saved: dict, *, role: str = "main") -> list[dict]:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import posenc
 import posenc.rotary
-from posenc import book
+from posenc.book import probes
 from posenc.book.analysis import (
     float32_encoding,
     float32_row_error,
@@ -136,22 +136,22 @@ def test_attention_score_terms_add_up_and_validate():
     torch.manual_seed(9)
     x, p = torch.randn(6, 8, dtype=torch.float64), torch.randn(6, 8, dtype=torch.float64)
     wq, wk = torch.randn(4, 8, dtype=torch.float64), torch.randn(4, 8, dtype=torch.float64)
-    terms = book.attention_score_terms(x, p, wq, wk)
+    terms = probes.attention_score_terms(x, p, wq, wk)
     full = ((x + p) @ wq.T) @ ((x + p) @ wk.T).T / 2.0
     torch.testing.assert_close(sum(terms.values()), full, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="same shape"):
-        book.attention_score_terms(x, p[:5], wq, wk)
+        probes.attention_score_terms(x, p[:5], wq, wk)
     with pytest.raises(ValueError, match="w_q and w_k"):
-        book.attention_score_terms(x, p, wq, wk[:, :7])
+        probes.attention_score_terms(x, p, wq, wk[:, :7])
     with pytest.raises(TypeError, match="tokens"):
-        book.attention_score_terms(x.numpy(), p, wq, wk)
+        probes.attention_score_terms(x.numpy(), p, wq, wk)
 
 
 def test_identity_projection_keeps_position_terms_relative():
     # with A = I the position-position term is PE(i).PE(j), a function of i - j only
     p = torch.from_numpy(posenc.sinusoidal_encoding(20, 16))
     eye = torch.eye(16, dtype=torch.float64)
-    pp = book.attention_score_terms(torch.zeros_like(p), p, eye, eye)["position-position"]
+    pp = probes.attention_score_terms(torch.zeros_like(p), p, eye, eye)["position-position"]
     for k in range(-18, 19):
         diag = pp.diagonal(k)
         assert float((diag - diag[0]).abs().max()) < 1e-12

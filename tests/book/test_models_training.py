@@ -8,17 +8,17 @@ import pytest
 import torch
 
 import posenc
-from posenc import book
-from posenc.book import RunConfig
+from posenc.book import models, results, tasks, training
+from posenc.book.training import RunConfig
 
 TINY = RunConfig(steps=3, batch_size=4, eval_size=8, d_model=16, n_heads=2, n_layers=1, train_len=8)
 
 
-@pytest.mark.parametrize("scheme", book.SCHEMES)
+@pytest.mark.parametrize("scheme", models.SCHEMES)
 def test_each_scheme_trains_a_step_without_nan(scheme):
     torch.manual_seed(0)
-    model = book.PositionalTransformer(16, scheme=scheme, max_len=16)
-    batch = book.make_task_batch("offset_copy", 8, 16, generator=torch.Generator().manual_seed(0))
+    model = models.PositionalTransformer(16, scheme=scheme, max_len=16)
+    batch = tasks.make_task_batch("offset_copy", 8, 16, generator=torch.Generator().manual_seed(0))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     logits = model(batch.inputs)
     loss = torch.nn.functional.cross_entropy(logits[batch.mask], batch.targets[batch.mask])
@@ -31,10 +31,10 @@ def test_each_scheme_trains_a_step_without_nan(scheme):
     assert torch.isfinite(model(batch.inputs)).all()
 
 
-@pytest.mark.parametrize("scheme", book.SCHEMES)
+@pytest.mark.parametrize("scheme", models.SCHEMES)
 def test_model_is_causal(scheme):
     torch.manual_seed(1)
-    model = book.PositionalTransformer(16, scheme=scheme, max_len=12).eval()
+    model = models.PositionalTransformer(16, scheme=scheme, max_len=12).eval()
     tokens = torch.randint(0, 16, (2, 12), generator=torch.Generator().manual_seed(1))
     changed = tokens.clone()
     changed[:, 7:] = (changed[:, 7:] + 1) % 16
@@ -47,8 +47,8 @@ def test_model_is_causal(scheme):
 def test_scheme_parameter_counts():
     d, h, layers, max_len = 32, 4, 2, 16
     counts = {
-        s: book.PositionalTransformer(16, scheme=s, d_model=d, n_heads=h, n_layers=layers, max_len=max_len)
-        for s in book.SCHEMES
+        s: models.PositionalTransformer(16, scheme=s, d_model=d, n_heads=h, n_layers=layers, max_len=max_len)
+        for s in models.SCHEMES
     }
     added = {s: m.scheme_parameters() for s, m in counts.items()}
     assert added == {
@@ -61,14 +61,14 @@ def test_scheme_parameter_counts():
         "shaw": layers * (2 * 8 + 1) * (d // h),  # 272
         "randomized": 0,
     }
-    base = book.count_parameters(counts["none"])
+    base = models.count_parameters(counts["none"])
     for s, m in counts.items():
-        assert book.count_parameters(m) == base + added[s]
+        assert models.count_parameters(m) == base + added[s]
 
 
 def test_rope_has_no_trainable_parameters():
     rope = posenc.RotaryEmbedding(64)
-    assert book.count_parameters(rope) == 0
+    assert models.count_parameters(rope) == 0
     assert len(list(rope.parameters())) == 0
 
 
@@ -76,7 +76,7 @@ def test_learned_embedding_past_max_len_raises_clearly():
     emb = posenc.LearnedPositionalEmbedding(8, 4)
     with pytest.raises(ValueError, match="max_len=8"):
         emb(torch.zeros(1, 9, 4))
-    model = book.PositionalTransformer(10, scheme="learned", max_len=8)
+    model = models.PositionalTransformer(10, scheme="learned", max_len=8)
     model(torch.zeros(1, 8, dtype=torch.long))  # exactly max_len is fine
     with pytest.raises(ValueError, match="max_len"):
         model(torch.zeros(1, 9, dtype=torch.long))
@@ -84,83 +84,83 @@ def test_learned_embedding_past_max_len_raises_clearly():
 
 def test_other_schemes_run_past_the_training_length():
     for scheme in ("none", "sinusoidal", "rope", "alibi", "t5", "shaw", "randomized"):
-        model = book.PositionalTransformer(10, scheme=scheme, max_len=8)
+        model = models.PositionalTransformer(10, scheme=scheme, max_len=8)
         assert model(torch.zeros(1, 40, dtype=torch.long)).shape == (1, 40, 10)
 
 
 def test_evaluate_reports_nan_where_learned_cannot_run():
     torch.manual_seed(0)
     model = TINY.model("learned")
-    assert math.isnan(book.evaluate_accuracy(model, "offset_copy", 16, TINY, seed=0))
-    acc = book.evaluate_accuracy(model, "offset_copy", 8, TINY, seed=0)
+    assert math.isnan(training.evaluate_accuracy(model, "offset_copy", 16, TINY, seed=0))
+    acc = training.evaluate_accuracy(model, "offset_copy", 8, TINY, seed=0)
     assert 0.0 <= acc <= 1.0
-    pos = book.evaluate_accuracy(model, "offset_copy", 8, TINY, seed=0, per_position=True)
+    pos = training.evaluate_accuracy(model, "offset_copy", 8, TINY, seed=0, per_position=True)
     assert len(pos) == 8 and all(math.isnan(a) for a in pos[:3])
 
 
 def test_run_trial_is_deterministic():
-    a = book.run_trial("t5", "fixed_retrieve", 3, TINY, checkpoints=(2,))
-    b = book.run_trial("t5", "fixed_retrieve", 3, TINY, checkpoints=(2,))
+    a = training.run_trial("t5", "fixed_retrieve", 3, TINY, checkpoints=(2,))
+    b = training.run_trial("t5", "fixed_retrieve", 3, TINY, checkpoints=(2,))
     for key in ("acc_1x", "acc_2x", "acc_4x", "beyond_4x", "final_loss", "checkpoints", "steps"):
         assert a[key] == b[key]
     assert a["checkpoints"][3]["acc_1x"] == a["acc_1x"]
 
 
 def test_offset_copy_targets():
-    b = book.make_task_batch("offset_copy", 3, 10, offset=4, generator=torch.Generator().manual_seed(2))
+    b = tasks.make_task_batch("offset_copy", 3, 10, offset=4, generator=torch.Generator().manual_seed(2))
     assert torch.equal(b.targets[:, 4:], b.inputs[:, :6])
     assert not b.mask[:, :4].any() and b.mask[:, 4:].all()
 
 
 def test_fixed_retrieve_targets():
-    b = book.make_task_batch("fixed_retrieve", 3, 10, index=2, generator=torch.Generator().manual_seed(2))
+    b = tasks.make_task_batch("fixed_retrieve", 3, 10, index=2, generator=torch.Generator().manual_seed(2))
     assert torch.equal(b.targets[:, 2:], b.inputs[:, 2:3].expand(3, 8))
     assert not b.mask[:, :2].any() and b.mask[:, 2:].all()
 
 
 def test_bad_input_rejected():
     with pytest.raises(ValueError, match="scheme"):
-        book.PositionalTransformer(10, scheme="relative")
+        models.PositionalTransformer(10, scheme="relative")
     with pytest.raises(ValueError, match="n_heads"):
-        book.PositionalTransformer(10, d_model=30, n_heads=4)
+        models.PositionalTransformer(10, d_model=30, n_heads=4)
     with pytest.raises(ValueError, match="n_heads"):
-        book.PositionalTransformer(10, n_heads=0)
+        models.PositionalTransformer(10, n_heads=0)
     with pytest.raises(ValueError, match="tokens"):
-        book.PositionalTransformer(10)(torch.zeros(1, 4))
+        models.PositionalTransformer(10)(torch.zeros(1, 4))
     with pytest.raises(ValueError, match=r"tokens must be ids in \[0, vocab_size=10\)"):
-        book.PositionalTransformer(10)(torch.full((1, 4), 10))
+        models.PositionalTransformer(10)(torch.full((1, 4), 10))
     with pytest.raises(ValueError, match="tokens"):
-        book.PositionalTransformer(10)(torch.full((1, 4), -1))
+        models.PositionalTransformer(10)(torch.full((1, 4), -1))
     with pytest.raises(ValueError, match="task"):
-        book.make_task_batch("reverse", 2, 8)
+        tasks.make_task_batch("reverse", 2, 8)
     with pytest.raises(ValueError, match="offset"):
-        book.make_task_batch("offset_copy", 2, 3, offset=3)
+        tasks.make_task_batch("offset_copy", 2, 3, offset=3)
     with pytest.raises(TypeError, match="length"):
-        book.make_task_batch("offset_copy", 2, 8.0)
+        tasks.make_task_batch("offset_copy", 2, 8.0)
     with pytest.raises(TypeError, match="generator"):
-        book.make_task_batch("offset_copy", 2, 8, generator=0)
+        tasks.make_task_batch("offset_copy", 2, 8, generator=0)
     with pytest.raises(ValueError, match="checkpoints"):
-        book.run_trial("none", "offset_copy", 0, TINY, checkpoints=(0,))
+        training.run_trial("none", "offset_copy", 0, TINY, checkpoints=(0,))
 
 
 def test_position_attention_rows_and_errors():
     torch.manual_seed(0)
-    model = book.PositionalTransformer(10, scheme="sinusoidal", max_len=8)
+    model = models.PositionalTransformer(10, scheme="sinusoidal", max_len=8)
     weights = model.position_attention(12)
     assert weights.shape == (4, 12, 12)
     torch.testing.assert_close(weights.sum(-1), torch.ones(4, 12))
     assert torch.all(weights.triu(1) == 0)
     with pytest.raises(ValueError, match="additive"):
-        book.PositionalTransformer(10, scheme="rope").position_attention(4)
+        models.PositionalTransformer(10, scheme="rope").position_attention(4)
     with pytest.raises(ValueError, match="max_len"):
-        book.PositionalTransformer(10, scheme="learned", max_len=8).position_attention(9)
+        models.PositionalTransformer(10, scheme="learned", max_len=8).position_attention(9)
 
 
 def test_learned_table_on_fixed_retrieve_singles_out_the_read_position():
     """The chapter's claim: trained on fixed retrieve, the table makes position 2 stand
     out and the position-only attention of layer 1 points at it from every query."""
     torch.set_num_threads(1)
-    r = book.run_trial("learned", "fixed_retrieve", 0, RunConfig(steps=300), keep_model=True)
+    r = training.run_trial("learned", "fixed_retrieve", 0, RunConfig(steps=300), keep_model=True)
     w = r["model"].positional.weight.detach()
     w = w / w.norm(dim=1, keepdim=True)
     sim = w @ w.T
@@ -172,7 +172,7 @@ def test_learned_table_on_fixed_retrieve_singles_out_the_read_position():
 
 def test_bos_token_is_prepended_and_never_scored():
     g = torch.Generator().manual_seed(0)
-    b = book.make_task_batch("fixed_retrieve", 3, 10, index=2, bos=True, generator=g)
+    b = tasks.make_task_batch("fixed_retrieve", 3, 10, index=2, bos=True, generator=g)
     assert b.inputs.shape == (3, 11)
     assert (b.inputs[:, 0] == 16).all() and (b.inputs[:, 1:] < 16).all()
     assert not b.mask[:, :3].any() and b.mask[:, 3:].all()
@@ -182,15 +182,15 @@ def test_bos_token_is_prepended_and_never_scored():
 @pytest.mark.parametrize(("task", "first"), [("long_offset_copy", 10), ("far_retrieve", 12)])
 def test_far_tasks(task, first):
     g = torch.Generator().manual_seed(0)
-    b = book.make_task_batch(task, 2, 20, generator=g)
-    assert book.tasks.first_scored(task) == first
+    b = tasks.make_task_batch(task, 2, 20, generator=g)
+    assert tasks.first_scored(task) == first
     assert not b.mask[:, :first].any() and b.mask[:, first:].all()
     if task == "long_offset_copy":
         assert torch.equal(b.targets[:, first:], b.inputs[:, :-first])
     else:
         assert (b.targets[:, first:] == b.inputs[:, first : first + 1]).all()
     # the relative far task exceeds the clipping distance of the book's Shaw model
-    assert book.tasks.first_scored("long_offset_copy") > 8
+    assert tasks.first_scored("long_offset_copy") > 8
 
 
 def test_bos_model_has_one_more_token_and_position():
@@ -203,15 +203,15 @@ def test_beyond_accuracy_scores_only_new_positions():
     cfg = RunConfig(eval_size=16, train_len=8)
     torch.manual_seed(0)
     model = cfg.model("none")
-    pos = book.evaluate_accuracy(model, "offset_copy", 32, cfg, seed=0, per_position=True)
-    beyond = book.evaluate_accuracy(model, "offset_copy", 32, cfg, seed=0, start=8)
+    pos = training.evaluate_accuracy(model, "offset_copy", 32, cfg, seed=0, per_position=True)
+    beyond = training.evaluate_accuracy(model, "offset_copy", 32, cfg, seed=0, start=8)
     assert beyond == pytest.approx(sum(pos[8:]) / 24, abs=1e-12)
 
 
 def test_early_stopping_and_warmup():
     cfg = RunConfig(steps=400, batch_size=8, eval_size=16, d_model=16, n_heads=2, n_layers=1, train_len=8,
                     eval_every=10, patience=2, min_delta=1.0, warmup=5)
-    r = book.run_trial("alibi", "offset_copy", 0, cfg)
+    r = training.run_trial("alibi", "offset_copy", 0, cfg)
     # min_delta=1 makes every evaluation after the first a non-improvement: stop at 3 x eval_every
     assert r["steps"] == 30 and r["stop"] == "patience" and r["converged"]
     assert sorted(r["checkpoints"]) == [10, 20, 30]
@@ -224,12 +224,12 @@ def test_randomized_positions_are_sorted_and_reproducible():
     a = random_positions(3, 10, 50, generator=torch.Generator().manual_seed(1))
     b = random_positions(3, 10, 50, generator=torch.Generator().manual_seed(1))
     assert torch.equal(a, b) and (a.diff(dim=1) > 0).all() and a.max() < 50
-    model = book.PositionalTransformer(10, scheme="randomized", randomized_max_len=50)
+    model = models.PositionalTransformer(10, scheme="randomized", randomized_max_len=50)
     assert model(torch.zeros(3, 10, dtype=torch.long), a).shape == (3, 10, 10)
     with pytest.raises(ValueError, match="positions"):
         model(torch.zeros(3, 10, dtype=torch.long), a + 50)
     with pytest.raises(ValueError, match="positions"):
-        book.PositionalTransformer(10, scheme="rope")(torch.zeros(3, 10, dtype=torch.long), a)
+        models.PositionalTransformer(10, scheme="rope")(torch.zeros(3, 10, dtype=torch.long), a)
     with pytest.raises(ValueError, match="max_len"):
         random_positions(1, 60, 50)
 
@@ -239,17 +239,17 @@ def test_context_extension_restores_the_model():
     torch.manual_seed(0)
     model = cfg.model("rope")
     rotary = model.positional
-    ext = book.training.context_extension(model, "offset_copy", cfg, seed=0)
-    assert list(ext) == list(book.training.CONTEXT_EXTENSIONS)
+    ext = training.context_extension(model, "offset_copy", cfg, seed=0)
+    assert list(ext) == list(training.CONTEXT_EXTENSIONS)
     assert model.positional is rotary
-    assert ext["none"] == book.evaluate_accuracy(model, "offset_copy", 32, cfg, seed=0, start=8)
+    assert ext["none"] == training.evaluate_accuracy(model, "offset_copy", 32, cfg, seed=0, start=8)
     with pytest.raises(ValueError, match="rope"):
-        book.training.context_extension(cfg.model("alibi"), "offset_copy", cfg, seed=0)
+        training.context_extension(cfg.model("alibi"), "offset_copy", cfg, seed=0)
 
 
 def test_float64_training_keeps_rope_tables():
     cfg = RunConfig(steps=2, batch_size=4, eval_size=4, dtype="float64")
-    r = book.run_trial("rope", "offset_copy", 0, cfg, keep_model=True)
+    r = training.run_trial("rope", "offset_copy", 0, cfg, keep_model=True)
     assert r["model"].head.weight.dtype == torch.float64
     assert r["model"].positional.cos.dtype == torch.float32  # a model cast leaves the rotary tables in float32
 
@@ -274,17 +274,17 @@ def test_run_config_rejects_bad_settings(kwargs, error, name):
 
 def test_training_entry_points_reject_bad_arguments():
     with pytest.raises(TypeError, match="config"):
-        book.run_trial("none", "offset_copy", 0, {"steps": 3})
+        training.run_trial("none", "offset_copy", 0, {"steps": 3})
     with pytest.raises(TypeError, match="model"):
-        book.train_model("not a model", "offset_copy", TINY, seed=0)
+        training.train_model("not a model", "offset_copy", TINY, seed=0)
     with pytest.raises(ValueError, match="task"):
-        book.train_model(TINY.model("none"), "copy", TINY, seed=0)
+        training.train_model(TINY.model("none"), "copy", TINY, seed=0)
     with pytest.raises(ValueError, match="train_len"):
-        book.run_trial("none", "far_retrieve", 0, TINY)  # index 12 >= train_len 8
+        training.run_trial("none", "far_retrieve", 0, TINY)  # index 12 >= train_len 8
     with pytest.raises(ValueError, match="start"):
-        book.evaluate_accuracy(TINY.model("none"), "offset_copy", 8, TINY, seed=0, start=8)
+        training.evaluate_accuracy(TINY.model("none"), "offset_copy", 8, TINY, seed=0, start=8)
     with pytest.raises(TypeError, match="bos"):
-        book.make_task_batch("offset_copy", 2, 8, bos="yes")
+        tasks.make_task_batch("offset_copy", 2, 8, bos="yes")
 
 
 def _grid_script():
@@ -306,14 +306,14 @@ def test_grid_script_writes_rows_and_resumes(tmp_path):
     args = ["--tasks", "offset_copy", "--schemes", "rope", "--variants", "bos", "--lrs", "0.01", "--seeds", "1",
             "--steps", "4", "--eval-every", "2", "--patience", "1", "--warmup", "2", "--workers", "1", "--out", str(out)]
     assert script.main(args) == 0
-    saved = book.read_results(out)
+    saved = results.read_results(out)
     finals = [r for r in saved["rows"] if r.get("final")]
     assert sorted(r["role"] for r in finals) == ["main", "tune"]
     for r in saved["rows"]:
         assert {"task", "scheme", "variant", "seed", "steps", "lr", "acc_1x", "beyond_2x", "beyond_4x"} <= set(r)
     assert "ext_yarn" in finals[0] and len(finals[0]["pos_4x"]) == 64
     assert script.main(args) == 0  # resumes: nothing left to run, nothing lost
-    again = book.read_results(out)
+    again = results.read_results(out)
     assert again["rows"] == saved["rows"] and again["sessions"] == saved["sessions"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posenc import book
+from posenc.book import probes
 from posenc.book.probes import HybridRopeNope, mean_score_by_offset, previous_token_chance, train_position_head
 
 
@@ -20,7 +20,7 @@ def one_thread():
 def test_rope_with_bias_is_train_rope_heads_previous_task():
     """With bias and no shared direction, train_position_head('rope') is train_rope_head('previous')."""
     a = train_position_head("rope", bias=True, steps=20)
-    w_q, w_k, _ = book.train_rope_head("previous", steps=20)
+    w_q, w_k, _ = probes.train_rope_head("previous", steps=20)
     torch.testing.assert_close(a["w_q"].weight, w_q.weight, rtol=0, atol=0)
     torch.testing.assert_close(a["w_k"].bias, w_k.bias, rtol=0, atol=0)
 

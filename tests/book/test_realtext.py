@@ -182,9 +182,5 @@ def test_summaries_over_seeds_leave_out_missing_values():
     assert main[("alibi", 128, "sliding")][0] == pytest.approx(2.2) and main[("alibi", 128, "sliding")][2] == 2
     assert rt.bpc_summary({"rows": rows}, extension="pi")[("rope", 128, "sliding")][0] == 3.0
     assert rt.bpc_summary({"rows": rows}, extension="pi", finetune_len=256)[("rope", 128, "sliding")][0] == 2.5
-    assert rt.seed_values({"rows": rows}, "alibi", 128, "sliding") == {0: 2.0, 1: 2.4}
-    assert rt.seed_values({"rows": rows}, "learned", 128, "sliding") == {}
     with pytest.raises(ValueError, match="saved"):
         rt.bpc_summary([])
-    with pytest.raises(ValueError, match="mode"):
-        rt.seed_values({"rows": rows}, "alibi", 128, "window")

@@ -6,31 +6,30 @@ import json
 
 import pytest
 
-from posenc import book
-from posenc.book import realtext, resources
+from posenc.book import realtext, resources, results
 
 
 def test_every_shipped_file_is_found_by_its_bare_name():
     names = resources.resource_names()
     assert "tinyshakespeare.txt" in names and "README.md" not in names
     for name in names:
-        assert book.resource_path(name) == resources.DATA_DIR / name
+        assert resources.resource_path(name) == resources.DATA_DIR / name
     # every results file is one that read_results accepts
     for name in (n for n in names if n.endswith(".json")):
-        assert isinstance(book.read_results(name)["rows"], list)
+        assert isinstance(results.read_results(name)["rows"], list)
 
 
 def test_bare_names_read_the_shipped_results_from_any_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    shipped = book.read_results("realtext.json")
+    shipped = results.read_results("realtext.json")
     assert shipped == json.loads(resources.resource_path("realtext.json").read_text())
     # a path with a folder is read as given, even with a shipped file's name
     (tmp_path / "realtext.json").write_text(json.dumps({"rows": [{"seed": 7}]}))
-    assert book.read_results("./realtext.json")["rows"] == [{"seed": 7}]
-    assert book.read_results(tmp_path / "realtext.json")["rows"] == [{"seed": 7}]
+    assert results.read_results("./realtext.json")["rows"] == [{"seed": 7}]
+    assert results.read_results(tmp_path / "realtext.json")["rows"] == [{"seed": 7}]
     # a bare name that does not ship is a file of the current folder, as before
     (tmp_path / "mine.json").write_text(json.dumps({"rows": []}))
-    assert book.read_results("mine.json") == {"rows": []}
+    assert results.read_results("mine.json") == {"rows": []}
 
 
 def test_the_default_corpus_is_the_shipped_file(tmp_path, monkeypatch):

@@ -21,7 +21,6 @@ from posenc.book.results import (
     provenance,
     read_results,
     summarize,
-    summarize_trials,
     to_numpy,
     write_results,
 )
@@ -86,33 +85,6 @@ def test_summarize_refuses_infinite_values(values, sign):
 
 
 ROWS = [{"task": "t", "scheme": s, "steps": 10, "acc_1x": a} for s, a in (("x", 0.5), ("x", 0.7), ("y", None))]
-
-
-def test_summarize_trials_groups_and_filters():
-    out = summarize_trials(ROWS, keys=("acc_1x",))
-    assert out[("t", "x")]["acc_1x"] == pytest.approx((0.6, math.sqrt(0.02), 2))
-    assert out[("t", "y")]["acc_1x"][2] == 0
-    assert summarize_trials(ROWS, steps=11, keys=("acc_1x",)) == {}
-
-
-@pytest.mark.parametrize(
-    "kwargs, error, match",
-    [
-        (dict(rows={"task": "t"}), TypeError, "rows must be a list of dicts"),
-        (dict(rows=[ROWS[0], "row"]), TypeError, "rows must be a list of dicts"),
-        (dict(rows=ROWS, keys="acc_1x"), TypeError, "keys must be a tuple of field names"),
-        (dict(rows=ROWS, by="task"), TypeError, "by must be a tuple of field names"),
-        (dict(rows=ROWS, by=("task", 3)), TypeError, "by must be a tuple"),
-        (dict(rows=ROWS, by=("task", "seed")), ValueError, r"rows\[0\] has no field 'seed'"),
-        (dict(rows=ROWS, steps=2.5), TypeError, "steps"),
-        (dict(rows=ROWS, steps=-1), ValueError, "steps"),
-        (dict(rows=[{"task": "t", "scheme": "x", "acc_1x": "high"}]), TypeError, "must be"),
-    ],
-)
-def test_summarize_trials_bad_input(kwargs, error, match):
-    rows = kwargs.pop("rows")
-    with pytest.raises(error, match=match):
-        summarize_trials(rows, **kwargs)
 
 
 def test_results_round_trip(tmp_path):

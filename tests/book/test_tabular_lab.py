@@ -15,12 +15,11 @@ from posenc import (
     FeatureTokenizer,
     PeriodicEmbedding,
     PiecewiseLinearEncoding,
-    book,
     quantile_bins,
 )
-from posenc.book import (
-    TabularTransformer,
-)
+from posenc.book import tabular
+from posenc.book import results as res
+from posenc.book.tabular import TabularTransformer
 
 VALUE_KINDS = ["linear", "periodic", "piecewise"]
 
@@ -89,20 +88,20 @@ def test_identity_embeddings_break_the_invariance(kind, identity, perm, seed):
         return
     model = _model(5, kind, identity, seed=seed % 7)
     x = torch.randn(6, 5, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    assert book.permutation_gap(model, x, perm) > 1e-6
+    assert tabular.permutation_gap(model, x, perm) > 1e-6
 
 
 def test_per_column_bins_leak_feature_identity():
     torch.manual_seed(0)
     model = TabularTransformer(5, value_embedding="piecewise", identity="none", d_model=8, bins=_bins(5)).double()
     x = torch.randn(6, 5, dtype=torch.float64)
-    assert book.permutation_gap(model, x, [1, 0, 2, 3, 4]) > 1e-6
+    assert tabular.permutation_gap(model, x, [1, 0, 2, 3, 4]) > 1e-6
 
 
 def test_permutation_gap_float32_is_rounding_only():
     model = _model(4, "linear", "none", dtype=torch.float32)
     x = torch.randn(64, 4)
-    assert book.permutation_gap(model, x, [3, 1, 0, 2]) < 1e-5
+    assert tabular.permutation_gap(model, x, [3, 1, 0, 2]) < 1e-5
 
 
 def test_bad_constructor_arguments():
@@ -129,11 +128,11 @@ def test_bad_constructor_arguments():
     with pytest.raises(ValueError, match="width d_column"):
         ColumnEmbedding(3, 4)(torch.zeros(1, 3, 5))
     with pytest.raises(ValueError, match="permutation"):
-        book.permutation_gap(torch.nn.Identity(), torch.zeros(1, 3), [0, 0, 1])
+        tabular.permutation_gap(torch.nn.Identity(), torch.zeros(1, 3), [0, 0, 1])
 
 
 def test_feature_identity_task_is_deterministic_and_linear():
-    a, b = book.feature_identity_task(64, 32, seed=3), book.feature_identity_task(64, 32, seed=3)
+    a, b = tabular.feature_identity_task(64, 32, seed=3), tabular.feature_identity_task(64, 32, seed=3)
     assert torch.equal(a.x_train, b.x_train) and torch.equal(a.y_test, b.y_test)
     # y is an exact linear function of x1 - x2 (after standardisation)
     x = torch.cat([a.x_train, a.x_test]).double()
@@ -145,7 +144,7 @@ def test_feature_identity_task_is_deterministic_and_linear():
 
 
 def test_diabetes_split_is_fixed_and_standardised():
-    a, b = book.diabetes_split(), book.diabetes_split()
+    a, b = tabular.diabetes_split(), tabular.diabetes_split()
     assert a.x_train.shape == (332, 10) and a.x_test.shape == (110, 10)
     assert torch.equal(a.x_test, b.x_test)
     assert a.x_train.mean(0).abs().max() < 1e-5
@@ -154,47 +153,47 @@ def test_diabetes_split_is_fixed_and_standardised():
 
 
 def test_r2_and_summarize():
-    assert book.r2_score([1.0, 2.0, 3.0], [2.0, 2.0, 2.0]) == 0.0
-    ((name, (mean, std, n)),) = book.summarize({"x": [0.5, 0.7, 0.9]}).items()
+    assert tabular.r2_score([1.0, 2.0, 3.0], [2.0, 2.0, 2.0]) == 0.0
+    ((name, (mean, std, n)),) = res.summarize({"x": [0.5, 0.7, 0.9]}).items()
     assert name == "x" and math.isclose(mean, 0.7) and math.isclose(std, 0.2) and n == 3
     # one summary rule for the whole book: one run has no spread, missing runs do not count
-    assert math.isnan(book.summarize([0.5])[1])
-    assert book.summarize([0.5, None, float("nan")])[2] == 1
+    assert math.isnan(res.summarize([0.5])[1])
+    assert res.summarize([0.5, None, float("nan")])[2] == 1
 
 
 def test_fit_regressor_is_deterministic():
-    data = book.feature_identity_task(64, 64)
+    data = tabular.feature_identity_task(64, 64)
     make = lambda: TabularTransformer(4, d_model=8, d_ff=16)  # noqa: E731
-    r1 = book.fit_regressor(make, data, seed=1, steps=20)
-    r2 = book.fit_regressor(make, data, seed=1, steps=20)
+    r1 = tabular.fit_regressor(make, data, seed=1, steps=20)
+    r2 = tabular.fit_regressor(make, data, seed=1, steps=20)
     assert r1 == r2
-    r3, model = book.fit_regressor(make, data, seed=1, steps=20, return_model=True)
+    r3, model = tabular.fit_regressor(make, data, seed=1, steps=20, return_model=True)
     assert r3 == r1 and isinstance(model, TabularTransformer) and not model.training
-    results, models = book.run_seeds({"t": make}, data, [1], metric=None, steps=20, keep_models=True)
+    results, models = tabular.run_seeds({"t": make}, data, [1], metric=None, steps=20, keep_models=True)
     assert results["t"]["test_r2"][0] == r1["test_r2"] and len(models["t"]) == 1
 
 
 def test_tables_are_float64_and_models_follow_them():
-    data = book.high_frequency_task(32, 16, seed=0)
+    data = tabular.high_frequency_task(32, 16, seed=0)
     assert data.x_train.dtype == torch.float64 and data.y_test.dtype == torch.float64
-    _, model = book.fit_regressor(lambda: book.make_mlp(4), data, steps=2, return_model=True)
+    _, model = tabular.fit_regressor(lambda: tabular.make_mlp(4), data, steps=2, return_model=True)
     assert next(model.parameters()).dtype == torch.float64
 
 
 @pytest.mark.parametrize("shape", ["sine", "chirp", "step"])
 def test_high_frequency_shapes(shape):
-    data = book.high_frequency_task(64, 64, shape=shape, noise=0.0, seed=3)
+    data = tabular.high_frequency_task(64, 64, shape=shape, noise=0.0, seed=3)
     assert data.n_features == 4 and data.x_train.shape == (64, 4)
     assert torch.isfinite(data.y_train).all()
 
 
 def test_high_frequency_targets_are_the_documented_functions():
     x1 = np.random.default_rng(5).uniform(-1.0, 1.0, (2048, 4))[:, 0]  # the draws of seed 5
-    chirp = book.high_frequency_task(1024, 1024, shape="chirp", noise=0.0, seed=5)
-    step = book.high_frequency_task(1024, 1024, shape="step", noise=0.0, seed=5)
+    chirp = tabular.high_frequency_task(1024, 1024, shape="chirp", noise=0.0, seed=5)
+    step = tabular.high_frequency_task(1024, 1024, shape="step", noise=0.0, seed=5)
     # the step target takes two values (+-1) plus x2: check the jump pattern through g = y - x2
     x = np.random.default_rng(5).uniform(-1.0, 1.0, (2048, 4))
-    g_step = np.where(np.searchsorted(book.tabular.STEP_EDGES, x1) % 2 == 0, 1.0, -1.0)
+    g_step = np.where(np.searchsorted(tabular.STEP_EDGES, x1) % 2 == 0, 1.0, -1.0)
     g_chirp = np.sin(np.pi * 3.0 * (x1 + 1) ** 2)
     for data, g in [(chirp, g_chirp), (step, g_step)]:
         y = g + x[:, 1]
@@ -202,14 +201,14 @@ def test_high_frequency_targets_are_the_documented_functions():
         got = torch.cat([data.y_train, data.y_test]).numpy()
         np.testing.assert_allclose(got, y_std, atol=1e-12)
     with pytest.raises(ValueError, match="shape"):
-        book.high_frequency_task(8, 8, shape="square")
+        tabular.high_frequency_task(8, 8, shape="square")
 
 
 def test_early_stopping_keeps_the_best_validation_model():
-    data = book.high_frequency_task(96, 32, seed=0)
-    make = lambda: book.make_mlp(4, 16)
+    data = tabular.high_frequency_task(96, 32, seed=0)
+    make = lambda: tabular.make_mlp(4, 16)
     fit = dict(seed=0, steps=400, lr=3e-2, validation=24, eval_every=5, patience=4)
-    scores = book.fit_regressor(make, data, curve=True, **fit)
+    scores = tabular.fit_regressor(make, data, curve=True, **fit)
     curve = scores["curve"]
     assert len({len(v) for v in curve.values()}) == 1
     assert scores["val_r2"] == max(curve["val_r2"])
@@ -220,41 +219,41 @@ def test_early_stopping_keeps_the_best_validation_model():
     # the restored model is the best one: its test score is the curve's at the best step
     assert scores["test_r2"] == pytest.approx(curve["test_r2"][int(np.argmax(curve["val_r2"]))], abs=1e-4)
     # deterministic, and run_seeds drops the curve
-    assert book.fit_regressor(make, data, **fit)["test_r2"] == scores["test_r2"]
-    out = book.run_seeds({"m": make}, data, [0], metric=None, steps=20, validation=24, curve=True)
+    assert tabular.fit_regressor(make, data, **fit)["test_r2"] == scores["test_r2"]
+    out = tabular.run_seeds({"m": make}, data, [0], metric=None, steps=20, validation=24, curve=True)
     assert "curve" not in out["m"] and out["m"]["val_r2"].shape == (1,)
     with pytest.raises(ValueError, match="validation"):
-        book.fit_regressor(make, data, steps=5, curve=True)
+        tabular.fit_regressor(make, data, steps=5, curve=True)
     with pytest.raises(ValueError, match="n_validation"):
-        book.fit_regressor(make, data, steps=5, validation=96)
+        tabular.fit_regressor(make, data, steps=5, validation=96)
 
 
 def test_mlp_plr_is_an_mlp_on_periodic_embeddings():
-    model = book.make_mlp_plr(3, 4, n_frequencies=5, sigma=0.3)
+    model = tabular.make_mlp_plr(3, 4, n_frequencies=5, sigma=0.3)
     assert isinstance(model[0], PeriodicEmbedding) and model[0].frequencies.shape == (3, 5)
     assert model(torch.randn(7, 3)).shape == (7, 1)
-    configs = book.value_embedding_configs(book.feature_identity_task(32, 8), sigma=0.2, n_frequencies=3)
+    configs = tabular.value_embedding_configs(tabular.feature_identity_task(32, 8), sigma=0.2, n_frequencies=3)
     assert configs["MLP-PLR"]()[0].sigma == 0.2
 
 
 def test_tuned_baselines_use_only_the_validation_rows():
-    data = book.high_frequency_task(128, 64, seed=1)
-    tuned = book.sklearn_baselines(data, [0, 1], validation=32, max_trees=30)
+    data = tabular.high_frequency_task(128, 64, seed=1)
+    tuned = tabular.sklearn_baselines(data, [0, 1], validation=32, max_trees=30)
     assert tuned["ridge"].shape == (2,) and tuned["ridge"][0] == tuned["ridge"][1]
     # changing the test rows' targets cannot change the choice, only the score
-    shuffled = book.TabularSplit(data.x_train, data.y_train, data.x_test, data.y_test.flip(0), data.feature_names, "x")
-    again = book.sklearn_baselines(shuffled, [0], validation=32, max_trees=30)
+    shuffled = tabular.TabularSplit(data.x_train, data.y_train, data.x_test, data.y_test.flip(0), data.feature_names, "x")
+    again = tabular.sklearn_baselines(shuffled, [0], validation=32, max_trees=30)
     assert again["ridge"][0] != tuned["ridge"][0]
     with pytest.raises(ValueError, match="n_validation"):
-        book.sklearn_baselines(data, [0], validation=200)
+        tabular.sklearn_baselines(data, [0], validation=200)
 
 
 def test_paired_difference_interval():
     rng = np.random.default_rng(0)
     b = rng.normal(0.4, 0.1, 20)
     a = b + rng.normal(0.02, 0.01, 20)
-    plain = book.paired_difference(a, b)
-    corrected = book.paired_difference(a, b, test_fraction=0.25)
+    plain = tabular.paired_difference(a, b)
+    corrected = tabular.paired_difference(a, b, test_fraction=0.25)
     d = a - b
     from scipy import stats
 
@@ -264,9 +263,9 @@ def test_paired_difference_interval():
     ratio = (corrected["high"] - corrected["low"]) / (plain["high"] - plain["low"])
     assert ratio == pytest.approx(math.sqrt((1 / 20 + 1 / 3) / (1 / 20)))
     with pytest.raises(ValueError, match="same length"):
-        book.paired_difference([1.0, 2.0], [1.0])
+        tabular.paired_difference([1.0, 2.0], [1.0])
     with pytest.raises(ValueError, match="test_fraction"):
-        book.paired_difference(a, b, test_fraction=1.5)
+        tabular.paired_difference(a, b, test_fraction=1.5)
 
 
 def test_log_uniform_candidates_cover_every_stratum():
@@ -298,18 +297,18 @@ def test_tuned_baselines_refit_on_all_training_rows():
 
     from posenc.book.tabular import tuned_baselines
 
-    data = book.high_frequency_task(128, 64, frequency=1.0, seed=1)
+    data = tabular.high_frequency_task(128, 64, frequency=1.0, seed=1)
     out = tuned_baselines(data, validation=32, max_trees=30)
     assert sorted(out) == ["gradient boosting", "ridge", "spline ridge"]
     # the chosen alpha, refitted on all 128 training rows, gives the reported test score
     refit = Ridge(alpha=out["ridge"]["alpha"]).fit(data.x_train.numpy(), data.y_train.numpy())
-    assert out["ridge"]["test_r2"] == pytest.approx(book.r2_score(data.y_test, refit.predict(data.x_test.numpy())))
+    assert out["ridge"]["test_r2"] == pytest.approx(tabular.r2_score(data.y_test, refit.predict(data.x_test.numpy())))
     # two periods of a sine along x1: structure along one feature that the additive spline model
     # finds and a linear model cannot (0.92 against 0.49)
     assert out["spline ridge"]["test_r2"] > out["ridge"]["test_r2"] + 0.3
     assert 1 <= out["gradient boosting"]["n_trees"] <= 30
     # test targets never choose anything
-    flipped = book.TabularSplit(data.x_train, data.y_train, data.x_test, data.y_test.flip(0), data.feature_names, "x")
+    flipped = tabular.TabularSplit(data.x_train, data.y_train, data.x_test, data.y_test.flip(0), data.feature_names, "x")
     again = tuned_baselines(flipped, validation=32, max_trees=30)
     assert all(again[m]["val_r2"] == out[m]["val_r2"] for m in out)
     with pytest.raises(ValueError, match="n_validation"):

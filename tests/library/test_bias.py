@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc
-from posenc import book
+from posenc.book import models
 from posenc.bias import relative_positions
 
 
@@ -72,7 +72,7 @@ def test_shaw_term_depends_on_clipped_offset():
                 assert float(term[0, i, j]) == pytest.approx(
                     float(q[0, i] @ shaw.weight[r + 2] / 2.0), rel=1e-5, abs=1e-7
                 )
-    assert book.count_parameters(shaw) == 5 * 4
+    assert models.count_parameters(shaw) == 5 * 4
 
 
 @pytest.mark.parametrize("bad", [0, -3])

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import posenc
-from posenc import book
+from posenc.book import models
 from posenc.bias import relative_positions
 
 bloom = pytest.importorskip("transformers.models.bloom.modeling_bloom")
@@ -65,7 +65,7 @@ def test_t5_bias_module_matches_transformers_compute_bias():
         ours.weight.copy_(ref.relative_attention_bias.weight)
         expected = ref.compute_bias(5, 9, past_seen_tokens=4)[0]
     assert torch.equal(ours(5, 9), expected)
-    assert book.count_parameters(ours) == 32 * 4
+    assert models.count_parameters(ours) == 32 * 4
 
 
 def bloom_slopes(n_heads: int) -> torch.Tensor:

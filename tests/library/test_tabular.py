@@ -19,9 +19,7 @@ from posenc import (
     SharedValueEmbedding,
     quantile_bins,
 )
-from posenc.book import (
-    TabularTransformer,
-)
+from posenc.book.tabular import TabularTransformer
 
 BAD_INPUTS = [
     (torch.randn(4, 5), ValueError, "n_features=3"),  # wrong number of features

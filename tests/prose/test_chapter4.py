@@ -20,11 +20,11 @@ import torch
 
 import posenc
 import posenc.rotary
-from posenc import book
+from posenc.book import probes, results
 
 
 def _check_trained_offset_head():
-    trained, acc = book.train_offset_head(32, 32, offset=1, lr=3e-2, content_scale=0.25, seed=0)
+    trained, acc = probes.train_offset_head(32, 32, offset=1, lr=3e-2, content_scale=0.25, seed=0)
     assert acc > 0.75
     torch.manual_seed(1)
     fresh = posenc.SelfAttention(32).double()
@@ -32,16 +32,16 @@ def _check_trained_offset_head():
     p = torch.from_numpy(posenc.sinusoidal_encoding(32, 32))
 
     def spread(head):
-        pp = book.attention_score_terms(tokens, p, head.w_q.weight.detach(), head.w_k.weight.detach())[
+        pp = probes.attention_score_terms(tokens, p, head.w_q.weight.detach(), head.w_k.weight.detach())[
             "position-position"
         ].numpy()
         return np.mean([np.diagonal(pp, -k).std() for k in range(1, 9)]) / pp.std()
 
     assert spread(fresh) > 0.8 and spread(trained) < 0.3
-    _, acc_noisy = book.train_offset_head(32, 32, offset=1, lr=3e-2, content_scale=1.0, seed=0)
+    _, acc_noisy = probes.train_offset_head(32, 32, offset=1, lr=3e-2, content_scale=1.0, seed=0)
     assert acc_noisy < 0.5 < acc
     with pytest.raises(ValueError, match="offset"):
-        book.train_offset_head(8, 4, offset=4)
+        probes.train_offset_head(8, 4, offset=4)
 
 
 def test_chapter_numbers_trained_offset_head():
@@ -179,8 +179,8 @@ def test_rope_heads_split_the_frequencies():
         x = torch.randn(64, 32, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
         usage, acc = {}, {}
         for task in ("previous", "match"):
-            w_q, w_k, acc[task] = book.train_rope_head(task, steps=300, seed=0)
-            usage[task] = book.rope_pair_usage(w_q, w_k, x)
+            w_q, w_k, acc[task] = probes.train_rope_head(task, steps=300, seed=0)
+            usage[task] = probes.rope_pair_usage(w_q, w_k, x)
     finally:
         torch.set_num_threads(threads)
     assert acc["previous"] > 0.9 and acc["match"] > 0.9
@@ -188,7 +188,7 @@ def test_rope_heads_split_the_frequencies():
     assert float(usage["match"][:4].sum()) < 0.5 * float(usage["match"][-4:].sum())
     assert float(usage["match"].sum()) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="task"):
-        book.train_rope_head("copy", steps=1)
+        probes.train_rope_head("copy", steps=1)
 
 
 def test_rope_requirement_general_solution_and_reflection():
@@ -232,7 +232,7 @@ def test_bias_experiment_ordering():
     """sec-rotations-bias: from the saved runs, RoPE + bias >> additive + bias; RoPE without bias fails; a shared
     direction restores it."""
 
-    rows = book.read_results("rope_bias_heads.json")["rows"]
+    rows = results.read_results("rope_bias_heads.json")["rows"]
     main = [r for r in rows if r["role"] == "main"]
 
     def acc(variant):
@@ -247,7 +247,7 @@ def test_bias_experiment_ordering():
     assert add_b.max() < 0.6 and add_nb.max() < 0.6
     assert rope_nb.max() < 0.3 and none.max() < 0.3
     assert rope_b.min() > add_b.max() + 0.3 > rope_nb.max()
-    chance = book.previous_token_chance(32)
+    chance = probes.previous_token_chance(32)
     assert chance == pytest.approx(0.0987, abs=1e-4) and none.mean() < 0.2
 
 

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from posenc import book
-from posenc.book import TabularTransformer
+from posenc.book import resources, tabular
+from posenc.book import results as res
+from posenc.book.tabular import TabularTransformer
 
-RESULTS = book.resources.DATA_DIR  # the saved results ship with posenc.book
+RESULTS = resources.DATA_DIR  # the saved results ship with posenc.book
 IDENTITY_SETTINGS = dict(steps=100, lr=1e-2)
 # the saved tuned diabetes run (tabular_diabetes.json), as the chapter reports it
 N_SPLITS = 10
@@ -35,7 +36,7 @@ CAPPED_AFTER_EXTENSION = 0  # of the 150 chosen runs
 
 
 def _rows(part: str) -> list[dict]:
-    return book.read_results(RESULTS / f"tabular_{part}.json")["rows"]
+    return res.read_results(RESULTS / f"tabular_{part}.json")["rows"]
 
 
 def _identity_model(identity: str, kind: str = "linear"):
@@ -43,10 +44,10 @@ def _identity_model(identity: str, kind: str = "linear"):
 
 
 def test_chapter_feature_identity_experiment_seed0():
-    data = book.feature_identity_task(256, 512, seed=0)
-    none = book.fit_regressor(_identity_model("none"), data, seed=0, **IDENTITY_SETTINGS)["test_r2"]
-    column = book.fit_regressor(_identity_model("column"), data, seed=0, **IDENTITY_SETTINGS)["test_r2"]
-    ft = book.fit_regressor(_identity_model("per_feature"), data, seed=0, **IDENTITY_SETTINGS)["test_r2"]
+    data = tabular.feature_identity_task(256, 512, seed=0)
+    none = tabular.fit_regressor(_identity_model("none"), data, seed=0, **IDENTITY_SETTINGS)["test_r2"]
+    column = tabular.fit_regressor(_identity_model("column"), data, seed=0, **IDENTITY_SETTINGS)["test_r2"]
+    ft = tabular.fit_regressor(_identity_model("per_feature"), data, seed=0, **IDENTITY_SETTINGS)["test_r2"]
     assert none < 0.05  # cannot beat predicting the mean
     assert column > 0.9 and ft > 0.9
 
@@ -55,9 +56,9 @@ def test_saved_synthetic_run_is_reproduced():
     """The chapter's live slice: draw 0 of the sine target, MLP-PLR at lr 1e-2, equals its saved row."""
     torch.set_num_threads(1)
     saved = {(r["task"], r["split"], r["model"], r.get("lr")): r for r in _rows("synthetic")}
-    wave = book.high_frequency_task(n_train=640, n_test=1024, frequency=3.0, shape="sine", seed=0)
-    configs = book.value_embedding_configs(book.validation_split(wave, 128), sigma=1.0, n_bins=16)
-    scores = book.fit_regressor(
+    wave = tabular.high_frequency_task(n_train=640, n_test=1024, frequency=3.0, shape="sine", seed=0)
+    configs = tabular.value_embedding_configs(tabular.validation_split(wave, 128), sigma=1.0, n_bins=16)
+    scores = tabular.fit_regressor(
         configs["MLP-PLR"], wave, validation=128, steps=3000, eval_every=25, patience=20, lr=1e-2, seed=0
     )
     row = saved[("sine", 0, "MLP-PLR", 1e-2)]
@@ -68,8 +69,8 @@ def test_saved_synthetic_run_is_reproduced():
 
 
 def _synthetic() -> dict[str, dict[str, np.ndarray]]:
-    best = book.best_by_validation(_rows("synthetic"))
-    return {t: book.scores_by_model(best, t) for t in ("sine", "chirp", "step")}
+    best = tabular.best_by_validation(_rows("synthetic"))
+    return {t: tabular.scores_by_model(best, t) for t in ("sine", "chirp", "step")}
 
 
 def test_synthetic_periodic_embeddings_win_on_every_target():
@@ -78,7 +79,7 @@ def test_synthetic_periodic_embeddings_win_on_every_target():
     for target, scores in _synthetic().items():
         assert len(scores["linear (FT)"]) == 10
         for a, b in [("periodic (PLR)", "linear (FT)"), ("MLP-PLR", "MLP")]:
-            diff = book.paired_difference(scores[a], scores[b])
+            diff = tabular.paired_difference(scores[a], scores[b])
             assert diff["low"] > 0.03, (target, a, b, diff)
     scores = _synthetic()
     assert scores["sine"]["periodic (PLR)"].mean() > 0.95 and scores["chirp"]["periodic (PLR)"].mean() > 0.95
@@ -90,7 +91,7 @@ def test_learning_curves_rank_by_budget():
     """sec-tabular-budget: the MLP overfits below 0 after its early best; piecewise-linear peaks late."""
     curves = {
         r["model"]: r
-        for r in book.best_by_validation(_rows("synthetic"))
+        for r in tabular.best_by_validation(_rows("synthetic"))
         if r["task"] == "sine" and r["split"] == 0 and "curve" in r
     }
     mlp = curves["MLP"]
@@ -114,7 +115,7 @@ def test_sigma_sweep_has_an_optimum():
 
 
 def _diabetes() -> dict[str, np.ndarray]:
-    return book.scores_by_model([r for r in _rows("diabetes") if r["stage"] == "refit"], "diabetes")
+    return tabular.scores_by_model([r for r in _rows("diabetes") if r["stage"] == "refit"], "diabetes")
 
 
 DB_PAIRS = [("periodic (PLR)", "linear (FT)"), ("piecewise-linear (Q-L)", "linear (FT)"), ("MLP-PLR", "MLP"),
@@ -128,13 +129,13 @@ def test_diabetes_one_split_is_not_enough():
 
     def ridge_r2(split, boot=False):
         pred = Ridge(alpha=1.0).fit(split.x_train.numpy(), split.y_train.numpy()).predict(split.x_test.numpy())
-        return book.bootstrap_r2(split.y_test, pred).std(ddof=1) if boot else book.r2_score(split.y_test, pred)
+        return tabular.bootstrap_r2(split.y_test, pred).std(ddof=1) if boot else tabular.r2_score(split.y_test, pred)
 
-    split0 = book.diabetes_split(seed=0)
+    split0 = tabular.diabetes_split(seed=0)
     assert round(ridge_r2(split0), 3) == 0.362
     se = ridge_r2(split0, boot=True)
     assert 0.07 < se < 0.11
-    mean20 = np.mean([ridge_r2(book.diabetes_split(seed=i)) for i in range(20)])
+    mean20 = np.mean([ridge_r2(tabular.diabetes_split(seed=i)) for i in range(20)])
     assert mean20 > 0.362 + 0.05
     db = _diabetes()
     assert max(abs(db[a].mean() - db[b].mean()) for a, b in DB_PAIRS) < se
@@ -146,18 +147,18 @@ def test_diabetes_tuned_comparison():
     db = _diabetes()
     assert all(len(v) == N_SPLITS for v in db.values())
     for (a, b), (low, high) in EXPECTED_INTERVALS.items():
-        diff = book.paired_difference(db[a], db[b], test_fraction=0.25)
+        diff = tabular.paired_difference(db[a], db[b], test_fraction=0.25)
         assert diff["low"] < 0 < diff["high"], (a, b, diff)
         assert diff["low"] == pytest.approx(low, abs=0.01) and diff["high"] == pytest.approx(high, abs=0.01), (a, b, diff)
     # the plain MLP has the best mean; the plain interval of boosting - ridge excludes 0
     assert max(db, key=lambda m: db[m].mean()) == "MLP"
-    assert book.paired_difference(db["gradient boosting"], db["ridge"])["high"] < 0
+    assert tabular.paired_difference(db["gradient boosting"], db["ridge"])["high"] < 0
 
 
 def test_diabetes_tuning_report():
     """sec-tabular-real: the chosen candidates' median best steps, and how often the chosen value sits at
     the smallest or largest candidate."""
-    report = book.tabular.tuning_report(_rows("diabetes"))
+    report = tabular.tuning_report(_rows("diabetes"))
     assert sorted(report) == sorted(["linear (FT)", "periodic (PLR)", "piecewise-linear (Q-L)", "MLP", "MLP-PLR"])
     for name, rep in report.items():
         assert len(rep["best_step"]) == N_SPLITS
@@ -170,7 +171,7 @@ def test_diabetes_tuning_report():
 def test_spline_ridge_finds_no_structure_along_single_features():
     """sec-tabular-real: the additive spline model does not beat linear ridge by a resolvable margin."""
     db = _diabetes()
-    diff = book.paired_difference(db["spline ridge"], db["ridge"], test_fraction=0.25)
+    diff = tabular.paired_difference(db["spline ridge"], db["ridge"], test_fraction=0.25)
     assert diff["low"] < 0 < diff["high"] and abs(diff["mean"]) < 0.03
 
 
@@ -179,22 +180,22 @@ def test_saved_diabetes_run_is_reproduced():
     refit) and the tuned baselines equal their saved rows."""
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    results = book.read_results(RESULTS / "tabular_diabetes.json")
+    results = res.read_results(RESULTS / "tabular_diabetes.json")
     cfg, rows = results["config"], results["rows"]
     saved = {(r["split"], r["model"], r["stage"], r.get("candidate")): r for r in rows}
     refit = saved[(0, "linear (FT)", "refit", None)]
     chosen = saved[(0, "linear (FT)", "search", refit["chosen"])]
-    data = book.diabetes_split(seed=0)
+    data = tabular.diabetes_split(seed=0)
     n_val = cfg["validation"]
-    configs = book.value_embedding_configs(book.validation_split(data, n_val))
-    live = book.fit_regressor(configs["linear (FT)"], data, seed=0, lr=chosen["lr"], validation=n_val,
+    configs = tabular.value_embedding_configs(tabular.validation_split(data, n_val))
+    live = tabular.fit_regressor(configs["linear (FT)"], data, seed=0, lr=chosen["lr"], validation=n_val,
                               steps=cfg["steps"], eval_every=cfg["eval_every"], patience=cfg["patience"])
     assert abs(live["best_step"] - chosen["best_step"]) <= 10
     assert live["val_r2"] == pytest.approx(chosen["val_r2"], abs=1e-3)
-    again = book.fit_regressor(book.value_embedding_configs(data)["linear (FT)"], data, seed=0, lr=chosen["lr"],
+    again = tabular.fit_regressor(tabular.value_embedding_configs(data)["linear (FT)"], data, seed=0, lr=chosen["lr"],
                                steps=chosen["best_step"])
     assert again["test_r2"] == pytest.approx(refit["test_r2"], abs=1e-3)
-    for name, values in book.tabular.tuned_baselines(data, validation=n_val, seed=0).items():
+    for name, values in tabular.tuned_baselines(data, validation=n_val, seed=0).items():
         assert values["test_r2"] == pytest.approx(saved[(0, name, "refit", None)]["test_r2"], abs=1e-4)
 
 
@@ -202,15 +203,15 @@ def test_synthetic_attention_adds_on_the_step_target():
     """sec-tabular-synthetic: transformer-PLR beats MLP-PLR on the step target (interval above 0), and is
     within a few hundredths of it on the sine and the chirp."""
     scores = _synthetic()
-    step = book.paired_difference(scores["step"]["periodic (PLR)"], scores["step"]["MLP-PLR"])
+    step = tabular.paired_difference(scores["step"]["periodic (PLR)"], scores["step"]["MLP-PLR"])
     assert step["low"] > 0.02 and step["mean"] == pytest.approx(STEP_PLR_VS_MLPPLR, abs=0.01)
     for target in ("sine", "chirp"):
-        assert abs(book.paired_difference(scores[target]["periodic (PLR)"], scores[target]["MLP-PLR"])["mean"]) < 0.05
+        assert abs(tabular.paired_difference(scores[target]["periodic (PLR)"], scores[target]["MLP-PLR"])["mean"]) < 0.05
 
 
 def test_synthetic_runs_are_not_capped():
     """sec-tabular-synthetic: the runs that reached the 3,000-step cap were continued (cap 6,000)."""
     rows = _rows("synthetic")
     assert not [r for r in rows if r.get("stopped_step") == 3000 and r.get("steps", 3000) == 3000]
-    chosen = book.best_by_validation(rows)
+    chosen = tabular.best_by_validation(rows)
     assert sum(r.get("stopped_step") == r.get("steps", 3000) for r in chosen) == CAPPED_AFTER_EXTENSION

@@ -10,17 +10,17 @@ import pytest
 import torch
 
 import posenc
-from posenc import book
-from posenc.book import RunConfig
+from posenc.book import models, resources, results, tasks, training
+from posenc.book.training import RunConfig
 from posenc.book.training import final_rows, grid_summary, verdict
 
-RESULTS = book.resources.DATA_DIR  # the saved results ship with posenc.book
+RESULTS = resources.DATA_DIR  # the saved results ship with posenc.book
 VARIANTS = ("plain", "bos")
 CHANCE_LEVEL = 0.3  # "chance" in the chapter's verdicts: below 0.3 (chance itself is 1/16)
 
 
 def _saved():
-    return book.read_results(RESULTS / "alternatives.json")
+    return results.read_results(RESULTS / "alternatives.json")
 
 
 def _grid():
@@ -37,8 +37,8 @@ def test_saved_grid_is_complete_and_follows_the_protocol():
     assert protocol["lrs"] == [1e-3, 3e-3, 1e-2] and protocol["seeds"] == 5
     assert protocol["shared"]["warmup"] > 0 and protocol["shared"]["patience"] >= 3
     finals = [r for r in saved["rows"] if r.get("final")]
-    groups = {(t, s, v) for t in book.TASKS for s in book.SCHEMES for v in VARIANTS}
-    assert len(book.TASKS) >= 4 and len(book.SCHEMES) >= 7
+    groups = {(t, s, v) for t in tasks.TASKS for s in models.SCHEMES for v in VARIANTS}
+    assert len(tasks.TASKS) >= 4 and len(models.SCHEMES) >= 7
     for group in groups:
         tune = [r for r in finals if (r["task"], r["scheme"], r["variant"]) == group and r["role"] == "tune"]
         main = [r for r in finals if (r["task"], r["scheme"], r["variant"]) == group and r["role"] == "main"]
@@ -82,7 +82,7 @@ def test_the_bos_token_turns_relative_extrapolation_into_a_shortcut():
     assert _m(g, "offset_copy", "alibi", "plain", "beyond_4x") > 0.3 > _m(g, "offset_copy", "alibi", "bos", "beyond_4x")
     assert _m(g, "offset_copy", "none", "plain", "beyond_4x") > _m(g, "offset_copy", "none", "bos", "beyond_4x") + 0.05
     assert _m(g, "offset_copy", "none", "bos", "acc_1x") > 0.95 > _m(g, "offset_copy", "none", "plain", "acc_1x")
-    pairs = [(t, s) for t in book.TASKS for s in book.SCHEMES]
+    pairs = [(t, s) for t in tasks.TASKS for s in models.SCHEMES]
     fit = {v: sum(_m(g, t, s, v, "acc_1x") >= 0.95 for t, s in pairs) for v in VARIANTS}
     assert fit["bos"] >= fit["plain"] + 5
 
@@ -101,28 +101,28 @@ def test_absolute_tasks_orderings():
     for s in ("none", "alibi", "t5"):  # far retrieve: fails without a landmark, fits with one
         assert _m(g, "far_retrieve", s, "plain", "acc_1x") < 0.5
         assert _m(g, "far_retrieve", s, "bos", "acc_1x") > 0.95
-    bos_far = {s: _m(g, "far_retrieve", s, "bos", "beyond_4x") for s in book.SCHEMES if s != "learned"}
+    bos_far = {s: _m(g, "far_retrieve", s, "bos", "beyond_4x") for s in models.SCHEMES if s != "learned"}
     assert max(bos_far, key=bos_far.get) == "none"
 
 
 def test_long_offset_copy_orderings():
     g = _grid()
     for v in VARIANTS:
-        beyond = {s: _m(g, "long_offset_copy", s, v, "beyond_2x") for s in book.SCHEMES if s != "learned"}
+        beyond = {s: _m(g, "long_offset_copy", s, v, "beyond_2x") for s in models.SCHEMES if s != "learned"}
         assert max(beyond, key=beyond.get) == "t5" and beyond["t5"] > 0.5
         for s in ("shaw", "rope", "sinusoidal"):
             assert _m(g, "long_offset_copy", s, v, "acc_1x") > 0.95
             assert _m(g, "long_offset_copy", s, v, "beyond_4x") < CHANCE_LEVEL
     for s in ("none", "alibi"):
         assert _m(g, "long_offset_copy", s, "plain", "acc_1x") < 0.5
-    assert book.tasks.first_scored("long_offset_copy") > RunConfig().model("shaw").blocks[0].shaw.max_distance
+    assert tasks.first_scored("long_offset_copy") > RunConfig().model("shaw").blocks[0].shaw.max_distance
 
 
 def test_context_extension_orderings():
     rows = [r for r in final_rows(_saved()) if r["scheme"] == "rope"]
 
     def mean(task, variant, method):
-        return book.summarize([r[f"ext_{method}"] for r in rows if (r["task"], r["variant"]) == (task, variant)])[0]
+        return results.summarize([r[f"ext_{method}"] for r in rows if (r["task"], r["variant"]) == (task, variant)])[0]
 
     for v in VARIANTS:
         assert mean("offset_copy", v, "position_interpolation") < 0.2 < mean("offset_copy", v, "none")
@@ -130,17 +130,17 @@ def test_context_extension_orderings():
         assert mean("fixed_retrieve", v, "yarn") > 0.85 > mean("fixed_retrieve", v, "none")
         assert mean("fixed_retrieve", v, "yarn") > mean("fixed_retrieve", v, "ntk")
         for task in ("long_offset_copy", "far_retrieve"):
-            assert max(mean(task, v, m) for m in book.training.CONTEXT_EXTENSIONS) < CHANCE_LEVEL
+            assert max(mean(task, v, m) for m in training.CONTEXT_EXTENSIONS) < CHANCE_LEVEL
 
 
 def test_cost_orderings():
-    cost = book.read_results(RESULTS / "alternatives_cost.json")
+    cost = results.read_results(RESULTS / "alternatives_cost.json")
     ms = {(r["scheme"], r["length"]): r["ms_per_step"] for r in cost["rows"]}
     lengths = sorted({n for _, n in ms})
     assert lengths[0] == 16 and lengths[-1] >= 256
-    ratio = {s: ms[(s, 256)] / ms[("none", 256)] for s in book.SCHEMES}
+    ratio = {s: ms[(s, 256)] / ms[("none", 256)] for s in models.SCHEMES}
     assert max(ratio, key=ratio.get) == "shaw" and 1.2 < ratio["shaw"] < 1.7
-    assert all(ms[(s, 16)] / ms[("none", 16)] < 1.3 for s in book.SCHEMES)
+    assert all(ms[(s, 16)] / ms[("none", 16)] < 1.3 for s in models.SCHEMES)
     assert all(ratio[s] < 1.15 for s in ("sinusoidal", "learned", "randomized"))
 
 
@@ -157,7 +157,7 @@ def test_a_saved_trial_is_reproduced():
     saved = _saved()
     row = next(r for r in final_rows(saved) if (r["task"], r["scheme"], r["variant"], r["seed"]) == ("offset_copy", "shaw", "plain", 0))
     cfg = RunConfig(lr=row["lr"], **saved["protocol"]["shared"])
-    r = book.run_trial("shaw", "offset_copy", 0, cfg)
+    r = training.run_trial("shaw", "offset_copy", 0, cfg)
     assert r["steps"] == row["steps"]
     for key in ("acc_1x", "beyond_2x", "beyond_4x"):
         assert abs(r[key] - row[key]) < 0.01
@@ -169,9 +169,9 @@ def test_chapter6_quoted_settings():
     assert (config.d_model, config.n_layers, config.n_heads) == (32, 2, 4)
     assert (config.batch_size, config.train_len, config.vocab_size) == (32, 16, 16)
     assert config.eval_size == 256 and config.eval_factors == (1, 2, 4)
-    assert book.tasks.TASK_DEFAULTS == {"offset_copy": 3, "fixed_retrieve": 2, "long_offset_copy": 10, "far_retrieve": 12}
+    assert tasks.TASK_DEFAULTS == {"offset_copy": 3, "fixed_retrieve": 2, "long_offset_copy": 10, "far_retrieve": 12}
     assert config.model("shaw").blocks[0].shaw.max_distance == 8  # "clipping distance k = 8"
-    assert book.PositionalTransformer(16, scheme="randomized").randomized_max_len == 256
+    assert models.PositionalTransformer(16, scheme="randomized").randomized_max_len == 256
     omega = posenc.rotary_frequencies(config.d_model // config.n_heads)
     assert omega[1] == pytest.approx(0.1) and 2 * math.pi / omega[1] == pytest.approx(62.83, abs=0.01)
 
@@ -186,7 +186,7 @@ def test_chapter6_rope_and_memory_claims():
         gpt2 = transformers.GPT2Model(transformers.GPT2Config())
     for model, name in [(bert, "embeddings.position_embeddings.weight"), (gpt2, "wpe.weight")]:
         table = dict(model.named_parameters())[name].numel()
-        assert table / book.count_parameters(model) < 0.01
+        assert table / models.count_parameters(model) < 0.01
 
 
 @pytest.mark.parametrize("notebook", ["01_motivation", "05_tabular", "06_alternatives"])
@@ -224,4 +224,4 @@ def test_every_group_stopped_by_the_rule_and_the_slow_climbers_plateau_below_fit
     for s in ("none", "alibi", "randomized"):
         final = _m(g, "offset_copy", s, "plain", "acc_1x")
         assert g[("offset_copy", s, "plain")]["steps"] > first
-        assert book.training.accuracy_at_step(saved, ("offset_copy", s, "plain"), first) < final < 0.95
+        assert training.accuracy_at_step(saved, ("offset_copy", s, "plain"), first) < final < 0.95

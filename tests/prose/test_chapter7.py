@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc import book
+from posenc.book import results
 from posenc.book import realtext as rt
 
 RESULTS = "realtext.json"  # shipped with posenc.book
@@ -18,15 +18,22 @@ LENS = (L, 2 * L, 4 * L, 8 * L)
 
 @pytest.fixture(scope="module")
 def saved():
-    return book.read_results(RESULTS)
+    return results.read_results(RESULTS)
 
 
 def _seeds(saved):
     return saved["protocol"]["seeds"]
 
 
-def _v(saved, scheme, n, mode, seed, **ext):
-    return rt.seed_values(saved, scheme, n, mode, **ext)[seed]
+def _v(saved, scheme, n, mode, seed, extension=None, finetune_len=None):
+    (bpc,) = [
+        r["bpc"]
+        for r in saved["rows"]
+        if (r["scheme"], r["eval_len"], r["mode"], r["seed"], r.get("extension")) == (scheme, n, mode, seed, extension)
+        and (extension is None or r.get("finetune_len") == finetune_len)
+        and r.get("bpc") is not None
+    ]
+    return bpc
 
 
 def _curve(saved, scheme, seed):

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 import posenc
-from posenc import book
-from posenc.book import vision
+from posenc.book import results, vision
 
 RESULTS = "vision_resolution.json"  # shipped with posenc.book
 
@@ -96,11 +95,11 @@ def test_exercise_3_wide_image():
 
 
 def _rows():
-    return book.read_results(RESULTS)["rows"]
+    return results.read_results(RESULTS)["rows"]
 
 
 def test_saved_experiment_is_complete_and_follows_the_protocol():
-    saved = book.read_results(RESULTS)
+    saved = results.read_results(RESULTS)
     cfg = saved["config"]
     assert cfg["train_size"] == 16 and cfg["patch"] == 4 and cfg["eval_sizes"] == [12, 16, 20, 24, 32]
     rows = saved["rows"]

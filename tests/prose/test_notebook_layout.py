@@ -15,7 +15,7 @@ the same things on the rendered pages; these checks say which cell to fix.
   Cells tagged ``remove-input`` or ``remove-cell`` are not shown and not checked.
 * The code that draws a figure is collapsed: every cell that glues a figure or shows one
   is tagged ``hide-input`` (or ``remove-input``/``remove-cell``).
-* Every figure is stored as ``posenc.book.use_book_style`` shows it: a PNG at twice the
+* Every figure is stored as ``posenc.book.plotting.use_book_style`` shows it: a PNG at twice the
   pixels of the size it was drawn at, that size in the output's metadata (``width``,
   ``height``, in CSS pixels; MyST-NB writes them on the ``<img>``), and at most the
   column's 688 px wide.
@@ -149,7 +149,7 @@ def png_problems(nb: dict) -> list[str]:
                 if "width" not in meta or "height" not in meta:
                     problems.append(
                         f"{where}: a {w}x{h} PNG without width/height metadata (not shown through "
-                        f"posenc.book.use_book_style: the page shows it at {w} px, at 1x)"
+                        f"posenc.book.plotting.use_book_style: the page shows it at {w} px, at 1x)"
                     )
                     continue
                 mw, mh = meta["width"], meta["height"]

@@ -823,7 +823,7 @@ def test_chapter_pages_are_light(cold: ColdReport):
 # scrolls sideways at 1280 px.
 MAX_SCROLLING_SHARE = 0.25
 
-# Item 3: the figures of the chapters are drawn for the column (posenc.book.use_book_style
+# Item 3: the figures of the chapters are drawn for the column (posenc.book.plotting.use_book_style
 # shows each as a PNG at twice the pixels, with its drawn size as width/height metadata,
 # which MyST-NB writes as the <img> width).
 NOT_SHRUNK = 0.97  # rendered width >= this times the width it was drawn at
@@ -981,7 +981,7 @@ def test_figures_drawn_for_the_column(cold: ColdReport):
     * at twice the resolution: the image has at least 1.9 image pixels per CSS pixel;
     * within the column (not wider than it), and drawn for it: at least 75% of its width.
 
-    Fonts: ``posenc.book.use_book_style`` warns ("figure not made for the book's column")
+    Fonts: ``posenc.book.plotting.use_book_style`` warns ("figure not made for the book's column")
     on any figure wider than the column or with text under 9 pt when the figure is drawn,
     and ``tests/prose/test_notebook_layout.py`` asserts that no such warning is in the
     notebooks' outputs. On a phone (390 px): ``test_figures_legible_on_a_phone``."""
