@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import math
+import re
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -51,7 +53,8 @@ import torch
 import posenc
 from posenc.book.analysis import offset_distance
 
-__all__ = ["EXERCISES", "Exercise", "Result", "check", "exercise", "grade_file", "main", "stub"]
+__all__ = ["EXERCISES", "Exercise", "Result", "check", "exercise", "grade_file", "main", "problem_set",
+           "reading_time", "stub", "write_pages"]
 
 
 # ----------------------------------------------------------------------------- results
@@ -644,7 +647,7 @@ def _grade_yarn(f: Callable[..., Any]) -> float:
 
 
 @_exercise(
-    "ex-5-4", None, "Periodic features of a number",
+    "ex-5-4", "ex-tabular-4", "Periodic features of a number",
     """
     Write `periodic_features(x, frequencies)`: for `x` of shape `(batch, n_features)` and
     `frequencies` of shape `(n_features, k)`, the features
@@ -677,7 +680,7 @@ def _grade_periodic(f: Callable[..., Any]) -> float:
 
 
 @_exercise(
-    "ex-5-5", None, "Piecewise-linear encoding",
+    "ex-5-5", "ex-tabular-5", "Piecewise-linear encoding",
     """
     Write `ple(x, edges)`: the piecewise-linear encoding of the values `x` (shape
     `(batch,)`) of one feature into the `T` bins of the increasing `edges` (shape
@@ -909,7 +912,7 @@ def _grade_mrope(f: Callable[..., Any]) -> float:
 
 
 @_exercise(
-    "ex-8-4", None, "2-D axial RoPE",
+    "ex-8-4", "ex-multidim-4", "2-D axial RoPE",
     """
     Write `axial_rope(x, positions)`: rotate `x` of shape `(batch, heads, seq, d)` by 2-D
     `positions` of shape `(seq, 2)` holding (row, column), in the half layout: pair
@@ -1012,7 +1015,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--function", help="name of your function, if not the stub's")
     parser.add_argument("--list", action="store_true", help="list the checkable exercises")
     parser.add_argument("--stub", metavar="LABEL", help="print the stub of an exercise")
+    parser.add_argument("--write-pages", metavar="ROOT", help="write the problem-set pages of the book at ROOT")
     args = parser.parse_args(argv)
+    if args.write_pages:
+        for page in write_pages(args.write_pages):
+            print(page)
+        return 0
     if args.list:
         for ex in EXERCISES.values():
             print(f"{ex.label:8} {ex.alias or '':20} {ex.title}")
@@ -1025,6 +1033,133 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = grade_file(args.label, args.path, function=args.function)
     print(result.report())
     return 0 if result.passed else 1
+
+
+# ----------------------------------------------------------------------------- course pages
+
+#: Reading speeds of the time estimates on the teaching page: technical prose at 200
+#: words a minute, code at 10 non-blank, non-comment lines a minute (read, not run).
+WORDS_PER_MINUTE = 200
+CODE_LINES_PER_MINUTE = 10
+
+_EXERCISE = re.compile(r"```\{exercise\}[^\n]*\n:label: (ex-[\w-]+)\n(.*?)```", re.S)
+
+
+def _notebook(path: Path) -> list[dict[str, Any]]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+
+
+def _chapters(root: Path) -> list[Path]:
+    return sorted((Path(root) / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def reading_time(path: str | Path) -> dict[str, Any]:
+    """Measured reading length of a chapter notebook, up to its exercises.
+
+    Words of the markdown cells (directive options such as ``:alt:`` left out, a glued
+    number one word) at :data:`WORDS_PER_MINUTE`, plus the non-blank, non-comment code
+    lines at :data:`CODE_LINES_PER_MINUTE`; the install cell and everything from the
+    ``(sec-<chapter>-exercises)=`` section on are not counted (the exercises are counted
+    apart). Returns ``{"title", "words", "code_lines", "minutes", "exercises"}``.
+    """
+    p = Path(path)
+    if p.suffix != ".ipynb" or not p.is_file():
+        raise ValueError(f"path must be an existing .ipynb file, got {str(path)!r}")
+    cells = _notebook(p)
+    title, words, code, exercises, in_exercises = "", 0, 0, 0, False
+    for cell in cells[1:]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            title = title or next((ln[2:].strip() for ln in src.splitlines() if ln.startswith("# ")), "")
+            exercises += len(_EXERCISE.findall(src))
+            if re.search(r"^\(sec-[a-z0-9]+-exercises\)=", src, re.M):
+                in_exercises = True
+            if in_exercises:
+                continue
+            text = "\n".join(ln for ln in src.splitlines() if not re.match(r"\s*(:\w+:|```|\(\S+\)=)", ln))
+            text = re.sub(r"\{glue:text\}`[^`]*`", "N", text)
+            words += len(re.findall(r"[A-Za-z0-9][\w'.,-]*", text))
+        elif not in_exercises:
+            code += sum(1 for ln in src.splitlines() if ln.strip() and not ln.strip().startswith("#"))
+    minutes = words / WORDS_PER_MINUTE + code / CODE_LINES_PER_MINUTE
+    return {"title": title, "words": words, "code_lines": code, "minutes": int(round(minutes)), "exercises": exercises}
+
+
+def _indent(text: str, prefix: str = "") -> str:
+    return textwrap.indent(text, prefix)
+
+
+def problem_set(chapter: int, root: str | Path = ".") -> str:
+    """The problem set of ``chapter`` (1-8) as a MyST page: every exercise of the chapter
+    without its solution, with its label, and the checkable exercises with their stub and
+    the ``check`` call. ``root`` is the repository (its ``notebooks/`` are read)."""
+    if isinstance(chapter, bool) or not isinstance(chapter, int):
+        raise TypeError(f"chapter must be an int from 1 to 8, got {chapter!r}")
+    paths = {int(p.name[:2]): p for p in _chapters(Path(root))}
+    if chapter not in paths:
+        raise ValueError(f"chapter must be one of {sorted(paths)}, got {chapter}")
+    path = paths[chapter]
+    info = reading_time(path)
+    text = "\n".join("".join(c["source"]) for c in _notebook(path) if c["cell_type"] == "markdown")
+    chapter_label = re.search(r"^\((ch-[\w-]+)\)=", text, re.M).group(1)
+    checkable = [ex for ex in EXERCISES.values() if ex.chapter == chapter]
+    by_alias = {ex.alias: ex for ex in checkable if ex.alias}
+    out = [
+        "% Generated by `python -m posenc.book.grade --write-pages`; edit the chapter or grade.py, not this file.",
+        "",
+        f"(problems-ch{chapter})=",
+        f"# Problem set {chapter}: {info['title']}",
+        "",
+        f"The exercises of {{ref}}`{chapter_label}`, without solutions (the chapter has them, collapsed).",
+        "Each carries a stable label for a syllabus or an assignment. Exercises marked *checked*",
+        "grade themselves: write the function of the stub and run",
+        "",
+        "```python",
+        "from posenc.book.grade import check",
+        f"check(\"{checkable[0].label}\", {checkable[0].function})",
+        "```",
+        "",
+        "in a notebook, or `python -m posenc.book.grade LABEL my_answers.py` in a shell, which",
+        "compares the function with the book's reference implementation and says which entries",
+        "differ and which common mistake they look like. See {ref}`teaching`.",
+        "",
+    ]
+
+    def checked(ex: Exercise) -> list[str]:
+        return [
+            f"({ex.label})=",
+            f"*Checked* (`{ex.label}`): {ex.statement}",
+            "",
+            "```python",
+            ex.stub,
+            "",
+            f"check(\"{ex.label}\", {ex.function})",
+            "```",
+            "",
+        ]
+
+    for n, (label, body) in enumerate(_EXERCISE.findall(text), start=1):
+        out += [f"## Exercise {chapter}.{n} (`{label}`)", "", body.strip(), ""]
+        if label in by_alias:
+            out += checked(by_alias[label])
+    new = [ex for ex in checkable if ex.alias is None]
+    if new:
+        out += ["## Implement it", "", "Exercises of this problem set only, all checked.", ""]
+        for ex in new:
+            out += [f"### {ex.title}", "", *checked(ex)]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write_pages(root: str | Path = ".") -> list[Path]:
+    """Write ``book/problems/ch<N>.md`` for every chapter; returns the paths written."""
+    written = []
+    for path in _chapters(Path(root)):
+        n = int(path.name[:2])
+        page = Path(root) / "book" / "problems" / f"ch{n}.md"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(problem_set(n, root), encoding="utf-8")
+        written.append(page)
+    return written
 
 
 if __name__ == "__main__":

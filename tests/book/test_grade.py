@@ -9,6 +9,7 @@ from the formulas); the right answers call posenc, the oracle.
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -246,3 +247,65 @@ def test_command_line(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "posenc.book.grade", "ex-0-0", str(bad)],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "label 'ex-0-0'" in out.stderr
+
+
+# ----------------------------------------------------------------------------- course pages
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("chapter", range(1, 9))
+def test_problem_set_pages_are_generated_from_the_chapters(chapter: int) -> None:
+    page = (ROOT / "book" / "problems" / f"ch{chapter}.md").read_text(encoding="utf-8")
+    assert page == grade.problem_set(chapter, ROOT), "run python -m posenc.book.grade --write-pages ."
+    assert "{solution" not in page and "solution-start" not in page
+    for ex in EXERCISES.values():
+        if ex.chapter == chapter:
+            assert f"({ex.label})=" in page and f'check("{ex.label}", {ex.function})' in page
+            if ex.alias:
+                assert f"(`{ex.alias}`)" in page, ex.alias
+
+
+def test_problem_sets_are_in_the_table_of_contents_and_aliases_exist() -> None:
+    toc = (ROOT / "_toc.yml").read_text(encoding="utf-8")
+    assert "book/teaching" in toc
+    notebooks = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "notebooks").glob("0*.ipynb"))
+    for chapter in range(1, 9):
+        assert f"book/problems/ch{chapter}" in toc
+    for ex in EXERCISES.values():
+        if ex.alias:
+            assert f":label: {ex.alias}" in notebooks, ex.alias
+
+
+def test_teaching_page_times_are_the_measured_ones() -> None:
+    page = (ROOT / "book" / "teaching.md").read_text(encoding="utf-8")
+    for path in sorted((ROOT / "notebooks").glob("0*.ipynb")):
+        t = grade.reading_time(path)
+        n = int(path.name[:2])
+        row = next(ln for ln in page.splitlines() if ln.startswith(f"| {n} {{ref}}"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[1:] == [f"{t['words']:,}", f"{t['code_lines']:,}", str(t["minutes"]), str(t["exercises"])], row
+    for label in set(re.findall(r"`(ex-\d-\d+)`", page)):
+        assert label in EXERCISES, label
+
+
+def test_release_metadata_agree() -> None:
+    import json
+
+    import yaml
+
+    zenodo = json.loads((ROOT / ".zenodo.json").read_text(encoding="utf-8"))
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    assert zenodo["version"] == str(cff["version"]) == posenc.__version__
+    assert [c["name"] for c in zenodo["creators"]] == [a["name"] for a in cff["authors"]]
+    assert zenodo["license"] == "cc-by-4.0" and "CC-BY-4.0" in cff["license"]
+    assert zenodo["upload_type"] == "publication" and zenodo["publication_type"] == "book"
+
+
+def test_reading_time_bad_input() -> None:
+    with pytest.raises(ValueError, match="path"):
+        grade.reading_time("no_such.ipynb")
+    with pytest.raises(TypeError, match="chapter"):
+        grade.problem_set("4", ROOT)
+    with pytest.raises(ValueError, match="chapter"):
+        grade.problem_set(9, ROOT)
