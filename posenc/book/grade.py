@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 import posenc
+from posenc.book import analysis
 from posenc.book.analysis import offset_distance
 
 __all__ = ["EXERCISES", "Exercise", "Result", "check", "exercise", "grade_file", "main", "problem_set",
@@ -1037,11 +1038,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # ----------------------------------------------------------------------------- course pages
 
-#: Reading speeds of the time estimates on the teaching page: technical prose at 200
-#: words a minute, code at 10 non-blank, non-comment lines a minute (read, not run).
-WORDS_PER_MINUTE = 200
-CODE_LINES_PER_MINUTE = 10
-
 _EXERCISE = re.compile(r"```\{exercise\}[^\n]*\n:label: (ex-[\w-]+)\n(.*?)```", re.S)
 
 
@@ -1054,35 +1050,34 @@ def _chapters(root: Path) -> list[Path]:
 
 
 def reading_time(path: str | Path) -> dict[str, Any]:
-    """Measured reading length of a chapter notebook, up to its exercises.
+    """Reading length of a chapter notebook, for the teaching page and the problem sets.
 
-    Words of the markdown cells (directive options such as ``:alt:`` left out, a glued
-    number one word) at :data:`WORDS_PER_MINUTE`, plus the non-blank, non-comment code
-    lines at :data:`CODE_LINES_PER_MINUTE`; the install cell and everything from the
-    ``(sec-<chapter>-exercises)=`` section on are not counted (the exercises are counted
-    apart). Returns ``{"title", "words", "code_lines", "minutes", "exercises"}``.
+    The counting and the reading rates are :func:`posenc.book.analysis.reading_time`'s
+    (the one measure the chapters state too); this adds the chapter's title and its number
+    of exercises. Returns ``{"title", "words", "code_lines", "minutes", "core_minutes",
+    "optional_minutes", "exercises"}``, where ``words``, ``code_lines`` and ``minutes`` count
+    the core path and the optional sections, not the exercises.
     """
     p = Path(path)
     if p.suffix != ".ipynb" or not p.is_file():
         raise ValueError(f"path must be an existing .ipynb file, got {str(path)!r}")
-    cells = _notebook(p)
-    title, words, code, exercises, in_exercises = "", 0, 0, 0, False
-    for cell in cells[1:]:
-        src = "".join(cell["source"])
+    parts = analysis.reading_time(p)
+    title, exercises = "", 0
+    for cell in _notebook(p):
         if cell["cell_type"] == "markdown":
+            src = "".join(cell["source"])
             title = title or next((ln[2:].strip() for ln in src.splitlines() if ln.startswith("# ")), "")
             exercises += len(_EXERCISE.findall(src))
-            if re.search(r"^\(sec-[a-z0-9]+-exercises\)=", src, re.M):
-                in_exercises = True
-            if in_exercises:
-                continue
-            text = "\n".join(ln for ln in src.splitlines() if not re.match(r"\s*(:\w+:|```|\(\S+\)=)", ln))
-            text = re.sub(r"\{glue:text\}`[^`]*`", "N", text)
-            words += len(re.findall(r"[A-Za-z0-9][\w'.,-]*", text))
-        elif not in_exercises:
-            code += sum(1 for ln in src.splitlines() if ln.strip() and not ln.strip().startswith("#"))
-    minutes = words / WORDS_PER_MINUTE + code / CODE_LINES_PER_MINUTE
-    return {"title": title, "words": words, "code_lines": code, "minutes": int(round(minutes)), "exercises": exercises}
+    core, optional = parts["core"], parts["optional"]
+    return {
+        "title": title,
+        "words": int(core["words"] + optional["words"]),
+        "code_lines": int(core["code_lines"] + optional["code_lines"]),
+        "minutes": int(round(core["minutes"] + optional["minutes"])),
+        "core_minutes": int(round(core["minutes"])),
+        "optional_minutes": int(round(optional["minutes"])),
+        "exercises": exercises,
+    }
 
 
 def _indent(text: str, prefix: str = "") -> str:
