@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import check_head_dim, check_int, check_positive_float
+from ._checks import check_int, check_positive_float
+from .rope._checks import check_head_dim
 from .rope import RotaryEmbedding, RotaryTables, apply_rotary, apply_rotary_tables
 from .rope import frequencies as _frequencies
 from .rope.core import LAYOUTS as ROTARY_LAYOUTS

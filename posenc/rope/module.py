@@ -10,13 +10,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._checks import (
-    check_choice,
+from .._checks import check_choice, check_int, check_optional_bool, check_positive_float
+from ._checks import (
     check_finite_positions,
     check_head_dim,
-    check_int,
-    check_optional_bool,
-    check_positive_float,
     check_rotary_input,
     check_rotary_positions,
     check_rotary_tables,
