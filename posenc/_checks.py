@@ -4,7 +4,9 @@ Two size limits protect against a typo turning into an allocation of terabytes (
 would end in a ``MemoryError`` or an allocator error from deep inside numpy or torch):
 
 * :data:`MAX_TABLE_ELEMENTS` (``2**28``, 2 GiB in float64) bounds every table that the
-  package *computes* (a sinusoidal or ALiBi table, a matrix of relative positions);
+  package *computes* ahead of a model (a sinusoidal table, a rotary table);
+  :func:`check_memory` bounds the attention biases, which a model needs at its length,
+  by the memory of their device;
 * :data:`MAX_PARAMETER_ELEMENTS` (``2**31``, 8 GiB in float32) bounds every single
   learned tensor a module allocates.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -69,6 +72,54 @@ def check_size(what: str, *dims: int, limit: int = MAX_TABLE_ELEMENTS) -> None:
         raise ValueError(
             f"{what} would hold {n} elements, more than the limit of {limit} (2**{limit.bit_length() - 1}); "
             "use smaller sizes"
+        )
+
+
+MAX_ELEMENTS = 2**40  # beyond any device's memory today: refused even where the memory is unknown
+
+
+def device_memory(device: torch.device | None) -> int | None:
+    """The total memory of ``device`` in bytes (the CPU's physical memory), or ``None`` where unknown."""
+    device = torch.device("cpu") if device is None else device
+    try:
+        if device.type == "cpu":
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if device.type == "cuda":
+            return torch.cuda.get_device_properties(device.index if device.index is not None else torch.cuda.current_device()).total_memory
+    except (ValueError, OSError, AttributeError, RuntimeError):
+        return None
+    return None
+
+
+def check_memory(
+    what: str, *dims: int, dtype: torch.dtype, device: torch.device | None, scratch: int = 0
+) -> None:
+    """Raise ``ValueError`` if a tensor ``dims`` of ``dtype`` (and ``scratch`` bytes to build it)
+    cannot fit the memory of ``device``.
+
+    Refuses only what cannot be built: more bytes than the device has in all, or more than
+    :data:`MAX_ELEMENTS` elements (the meta device, or a device of unknown size).
+
+    Example:
+        >>> check_memory("the bias (n_heads, q_len, k_len)", 32, 4096, 4096, dtype=torch.float32, device=None)
+        >>> check_memory("the bias (n_heads, q_len, k_len)", 2**20, 2**15, 2**15, dtype=torch.float32, device=None)
+        Traceback (most recent call last):
+        ...
+        ValueError: the bias (n_heads, q_len, k_len) would hold 1125899906842624 elements, more than the limit of 1099511627776 (2**40); use smaller sizes
+    """
+    check_size(what, *dims, limit=MAX_ELEMENTS)
+    if torch.compiler.is_compiling() or (device is not None and device.type == "meta"):
+        return  # traced sizes were checked by the eager call, or nothing is allocated
+    for d in dims:
+        if isinstance(d, torch.SymInt):
+            return
+    bits = torch.finfo(dtype).bits if dtype.is_floating_point else torch.iinfo(dtype).bits
+    need = math.prod(int(d) for d in dims) * bits // 8 + scratch
+    have = device_memory(device)
+    if have is not None and need > have:
+        raise ValueError(
+            f"{what} would take {need / 2**30:.1f} GiB, more than the {have / 2**30:.1f} GiB of {device or 'cpu'}; "
+            "use FlexAttention (posenc.flex) or smaller sizes"
         )
 
 

@@ -107,3 +107,113 @@ def test_apply_rotary_makes_no_tensor_from_python_numbers_per_call(monkeypatch):
     again = [posenc.apply_rotary(x, pos), posenc.apply_rotary(x, pos, scaling=scaling, max_position_embeddings=32)]
     for a, b in zip(again, expected):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+# ------------------------------------------------------------------ FlexAttention
+
+flex_attention_module = pytest.importorskip("torch.nn.attention.flex_attention")
+
+
+def _flex(q, k, v, **kw):
+    """Eager FlexAttention (on the CPU the compiled kernel takes minutes to build; eager is the reference)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "flex_attention called without torch.compile()"
+        return flex_attention_module.flex_attention(q, k, v, **kw)
+
+
+def _sdpa(q, k, v, bias, causal):
+    q_len, k_len = q.shape[-2], k.shape[-2]
+    if causal:
+        keep = torch.ones(q_len, k_len, dtype=torch.bool).tril(k_len - q_len)
+        bias = bias.masked_fill(~keep, float("-inf"))
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("q_len, k_len", [(40, 40), (3, 40)])
+def test_alibi_score_mod_equals_sdpa_with_the_bias_tensor(bidirectional, q_len, k_len):
+    from posenc.flex import alibi_score_mod, causal_block_mask
+
+    torch.manual_seed(0)
+    H = 6  # not a power of two: the interleaved slopes
+    q, k, v = torch.randn(2, H, q_len, 16), torch.randn(2, H, k_len, 16), torch.randn(2, H, k_len, 16)
+    bias = posenc.alibi_bias(H, q_len, k_len, bidirectional=bidirectional)
+    score_mod = alibi_score_mod(H, bidirectional=bidirectional, query_offset=k_len - q_len)
+    causal = not bidirectional
+    mask = causal_block_mask(q_len, k_len) if causal else None
+    out = _flex(q, k, v, score_mod=score_mod, block_mask=mask)
+    torch.testing.assert_close(out, _sdpa(q, k, v, bias, causal), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_t5_score_mod_equals_sdpa_with_the_bias_tensor_and_trains_the_weight(bidirectional):
+    torch.manual_seed(0)
+    t5 = posenc.T5RelativeBias(4, bidirectional=bidirectional, num_buckets=8, max_distance=20)
+    q, k, v = (torch.randn(1, 4, 50, 8) for _ in range(3))
+    out = _flex(q, k, v, score_mod=t5.score_mod())
+    torch.testing.assert_close(out, _sdpa(q, k, v, t5(50), False), rtol=0, atol=1e-6)
+    out.sum().backward()
+    assert t5.weight.grad is not None and t5.weight.grad.abs().sum() > 0
+    step = _flex(q[:, :, -2:], k, v, score_mod=t5.score_mod(query_offset=48))
+    torch.testing.assert_close(step, _sdpa(q[:, :, -2:], k, v, t5(2, 50), False), rtol=0, atol=1e-6)
+
+
+def test_document_block_mask_keeps_each_query_in_its_document():
+    from posenc.flex import document_block_mask
+
+    torch.manual_seed(0)
+    docs = torch.tensor([0] * 20 + [1] * 7 + [2] * 37)
+    q, k, v = (torch.randn(2, 2, 64, 8) for _ in range(3))
+    keep = (docs[:, None] == docs[None, :]) & torch.ones(64, 64, dtype=torch.bool).tril()
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    torch.testing.assert_close(_flex(q, k, v, block_mask=document_block_mask(docs)), expected, rtol=0, atol=1e-6)
+    batched = document_block_mask(torch.stack([docs, torch.zeros(64, dtype=torch.long)]), causal=False)
+    out = _flex(q, k, v, block_mask=batched)
+    torch.testing.assert_close(out[0], torch.nn.functional.scaled_dot_product_attention(
+        q[0], k[0], v[0], attn_mask=docs[:, None] == docs[None, :]), rtol=0, atol=1e-6)
+    torch.testing.assert_close(out[1], torch.nn.functional.scaled_dot_product_attention(q[1], k[1], v[1]), rtol=0, atol=1e-6)
+    with pytest.raises(TypeError, match="document_ids"):
+        document_block_mask(docs.float())
+
+
+def test_flash_attn_alibi_slopes_follow_posenc_convention():
+    flash_attn = pytest.importorskip("flash_attn", reason="flash-attn needs a CUDA build (not installable on a CPU machine)")
+    if not torch.cuda.is_available():
+        pytest.skip("flash-attn runs on CUDA only")
+    torch.manual_seed(0)
+    H, q_len, k_len = 8, 5, 64
+    q = torch.randn(1, q_len, H, 64, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(1, k_len, H, 64, device="cuda", dtype=torch.float16) for _ in range(2))
+    out = flash_attn.flash_attn_func(q, k, v, causal=True, alibi_slopes=posenc.alibi_slopes(H).cuda())
+    bias = posenc.alibi_bias(H, q_len, k_len, device="cuda")
+    ref = _sdpa(*(t.transpose(1, 2).float() for t in (q, k, v)), bias, True).transpose(1, 2)
+    torch.testing.assert_close(out.float(), ref, rtol=0, atol=2e-3)
+
+
+# ------------------------------------------------------------------ biases at real lengths
+
+
+def test_bias_tensors_refuse_only_what_cannot_be_built(monkeypatch):
+    # 32 heads at 8K tokens: 2**31 elements (8 GiB in float32), refused before; built on the
+    # meta device here to keep the test light (benchmarks measure the real one)
+    assert posenc.alibi_bias(32, 8192, device="meta").shape == (32, 8192, 8192)
+    assert posenc.ALiBiBias(32).to("meta")(8192).shape == (32, 8192, 8192)
+    assert posenc.T5RelativeBias(32).to("meta")(8192).shape == (32, 8192, 8192)
+    for call in (lambda: posenc.alibi_bias(2**20, 2**15), lambda: posenc.alibi_bias(2, 2**31 + 1, device="meta")):
+        with pytest.raises(ValueError, match=r"limit of \d+ \(2\*\*\d+\)"):
+            call()
+    with pytest.raises(ValueError, match="GiB, more than the .* GiB of cpu; use FlexAttention"):
+        posenc.alibi_bias(2**8, 2**16)  # 4 TiB
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("dtype", [None, torch.bfloat16])
+def test_large_biases_built_head_by_head_are_the_same_numbers(monkeypatch, bidirectional, dtype):
+    import posenc.bias
+
+    expected = posenc.alibi_bias(5, 7, 30, bidirectional=bidirectional, dtype=dtype)
+    monkeypatch.setattr(posenc.bias, "_ONE_PASS", 10)
+    out = posenc.alibi_bias(5, 7, 30, bidirectional=bidirectional, dtype=dtype)
+    assert out.dtype == expected.dtype and torch.equal(out, expected)
