@@ -5,14 +5,16 @@
   ``transformers``' ``ROPE_INIT_FUNCTIONS``, and :func:`from_hf` for Hugging Face dicts;
 * :mod:`posenc.rope.kernels`: the fast eager paths, chosen in one place;
 * :mod:`posenc.rope.module`: :class:`RotaryEmbedding`, :func:`apply_rotary`,
-  :func:`apply_rotary_tables` and ``rotate``, with the argument checks.
+  :func:`apply_rotary_tables` and ``rotate``, with the argument checks, and
+  :class:`HuggingFaceRotary`, a drop-in ``rotary_emb`` for Hugging Face models.
 """
 
 from .core import RotaryTables
-from .module import RotaryEmbedding, apply_rotary, apply_rotary_tables, frequencies, rotate
+from .module import HuggingFaceRotary, RotaryEmbedding, apply_rotary, apply_rotary_tables, frequencies, rotate
 from .scaling import NTK, Dynamic, Linear, Llama3, LongRoPE, Proportional, YaRN, from_hf
 
 __all__ = [
+    "HuggingFaceRotary",
     "NTK",
     "Dynamic",
     "Linear",

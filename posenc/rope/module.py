@@ -360,6 +360,29 @@ class RotaryEmbedding(nn.Module):
         check_finite_positions(p, self.check_values)
         return RotaryTables(*self._tables(p, dtype)[:2], self.layout, self.rotary_dim)
 
+    def hf_tables(self, positions: Any, *, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+        """The tables for ``positions`` in Hugging Face's full-width format, for its ``apply_rotary_pos_emb``.
+
+        ``cos`` and ``sin`` of shape ``(*positions.shape, rotary_dim)``: ``[cos | cos]`` for the
+        half layout (Llama, Qwen, GPT-NeoX, Phi), each pair's value twice in a row for the
+        interleaved one (GPT-J's ``repeat_interleave``). posenc's angles (exact at any
+        position), cast to ``dtype`` at the end as Hugging Face does with ``x.dtype``.
+        :class:`HuggingFaceRotary` puts them in place of a model's ``rotary_emb``.
+
+        Example:
+            >>> cos, sin = RotaryEmbedding(8).hf_tables(torch.arange(3)[None])
+            >>> cos.shape, bool(torch.equal(cos[..., :4], cos[..., 4:]))
+            (torch.Size([1, 3, 8]), True)
+        """
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+        cos, sin, _, _ = self.tables(positions)
+        if self.layout == "half":
+            cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
+        else:
+            cos, sin = cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
+        return cos.to(dtype), sin.to(dtype)
+
     def forward(self, x: torch.Tensor, *args: Any, positions: Any = None, offset: int | torch.Tensor = 0) -> torch.Tensor:
         """Rotate ``x`` ``(..., seq, head_dim)`` by ``positions`` (keyword) or ``offset + arange(seq)``."""
         if args:
@@ -540,3 +563,34 @@ def frequencies(head_dim: int, *, base: float | None = None, scaling: Any = None
             return np.array(_frequencies(scaling, width, base, long=seq_len > scaling.original_max_position_embeddings))
     return np.array(_frequencies(scaling, width, base))
 
+
+
+class HuggingFaceRotary(nn.Module):
+    """A drop-in ``rotary_emb`` for Hugging Face models, with posenc's angles.
+
+    ``forward(x, position_ids)`` returns ``(cos, sin)`` in the full-width format and dtype of
+    ``x`` that the model's own ``apply_rotary_pos_emb`` takes (:meth:`RotaryEmbedding.hf_tables`),
+    so a model keeps its attention code and gains angles exact at any position. Build the
+    ``RotaryEmbedding`` from the model's config: ``RotaryEmbedding(config.head_dim,
+    scaling=config.rope_parameters, max_position_embeddings=config.max_position_embeddings)``.
+
+    Example:
+        >>> rotary = HuggingFaceRotary(RotaryEmbedding(8))
+        >>> cos, sin = rotary(torch.randn(1, 3, 32, dtype=torch.bfloat16), torch.arange(3)[None])
+        >>> cos.shape, cos.dtype
+        (torch.Size([1, 3, 8]), torch.bfloat16)
+    """
+
+    def __init__(self, rope: RotaryEmbedding) -> None:
+        super().__init__()
+        if not isinstance(rope, RotaryEmbedding):
+            raise TypeError(f"rope must be a posenc RotaryEmbedding, got {type(rope).__name__}")
+        self.rope = rope
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` ``(batch, seq, rotary_dim)`` in ``x``'s dtype for ``position_ids`` ``(batch, seq)``."""
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            raise TypeError(f"x must be a floating-point tensor (its dtype is the tables'), got {type(x).__name__}")
+        if isinstance(position_ids, torch.Tensor) and position_ids.device != x.device:
+            raise ValueError(f"position_ids must be on x's device ({x.device}), got {position_ids.device}")
+        return self.rope.hf_tables(position_ids, dtype=x.dtype)

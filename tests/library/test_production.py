@@ -217,3 +217,49 @@ def test_large_biases_built_head_by_head_are_the_same_numbers(monkeypatch, bidir
     monkeypatch.setattr(posenc.bias, "_ONE_PASS", 10)
     out = posenc.alibi_bias(5, 7, 30, bidirectional=bidirectional, dtype=dtype)
     assert out.dtype == expected.dtype and torch.equal(out, expected)
+
+
+# ------------------------------------------------------------------ Hugging Face drop-in
+
+
+@pytest.mark.parametrize("rope_parameters", [
+    {"rope_type": "default", "rope_theta": 10000.0},
+    {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 32},
+    {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+     "original_max_position_embeddings": 32},
+])
+def test_a_tiny_llama_with_posenc_as_its_rotary_emb_gives_its_logits(rope_parameters):
+    transformers = pytest.importorskip("transformers")
+    from posenc.rope import HuggingFaceRotary
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, num_attention_heads=2, num_key_value_heads=1,
+                                   num_hidden_layers=2, intermediate_size=48, max_position_embeddings=128,
+                                   initializer_range=0.3)
+    cfg.rope_parameters = dict(rope_parameters)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 64, (2, 100), generator=torch.Generator().manual_seed(1))
+    pos = torch.arange(100).expand(2, 100) + torch.tensor([[0], [1000]])  # the second row far out
+    with torch.no_grad():
+        want = model(input_ids=ids, position_ids=pos).logits
+        hf_cos, hf_sin = model.model.rotary_emb(torch.zeros(1, dtype=torch.float32), pos)
+    rope = posenc.RotaryEmbedding(cfg.head_dim, scaling=cfg.rope_parameters, max_position_embeddings=cfg.max_position_embeddings)
+    model.model.rotary_emb = HuggingFaceRotary(rope)
+    cos, sin = model.model.rotary_emb(torch.zeros(1), pos)
+    assert cos.shape == hf_cos.shape and (cos - hf_cos).abs().max() < 1e-3  # HF's float32 angles are off at 1000+
+    with torch.no_grad():
+        got = model(input_ids=ids, position_ids=pos).logits
+    assert (got - want).abs().max() < 1e-3
+    with torch.no_grad():  # the control (RoPE sees offsets only, so a shift would not do): doubled positions
+        assert (model(input_ids=ids, position_ids=2 * pos).logits - want).abs().max() > 1e-2
+    bf16 = model.model.rotary_emb(torch.zeros(1, dtype=torch.bfloat16), pos)
+    assert bf16[0].dtype == torch.bfloat16
+
+
+def test_hf_tables_of_the_interleaved_layout_repeat_each_pair():
+    rope = posenc.RotaryEmbedding(8, layout="interleaved")
+    t = rope.tables(torch.arange(5))
+    cos, sin = rope.hf_tables(torch.arange(5))
+    assert torch.equal(cos[..., 0::2], t.cos) and torch.equal(cos[..., 1::2], t.cos) and torch.equal(sin[..., 1::2], t.sin)
+    with pytest.raises(TypeError, match="rope"):
+        posenc.rope.HuggingFaceRotary(torch.nn.Identity())
