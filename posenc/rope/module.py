@@ -10,7 +10,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._checks import check_choice, check_int, check_optional_bool, check_positive_float, should_check_values
+from .._checks import (
+    check_choice,
+    check_int,
+    check_memory,
+    check_optional_bool,
+    check_positive_float,
+    should_check_values,
+)
 from ._checks import (
     check_finite_positions,
     check_head_dim,
@@ -22,7 +29,7 @@ from ._checks import (
     rotary_offset,
 )
 from . import scaling as sc
-from .core import LAYOUTS, RotaryTables, cos_sin, fixed_point_turns, host_tables, inv_frequencies, turn_limbs
+from .core import LAYOUTS, MAX_POSITION, RotaryTables, cos_sin, fixed_point_turns, host_tables, inv_frequencies, turn_limbs
 from .kernels import rotate_fast, rotation_table
 
 
@@ -137,7 +144,8 @@ class RotaryEmbedding(nn.Module):
             (the length of ``"dynamic"``; fills a missing ``original_max_position_embeddings``).
         max_len: positions ``0 .. max_len - 1`` get a table computed once on the host in
             float64 and kept in float32; other positions are computed per call (exact
-            int64 range reduction, float32 cos and sin: within 4e-7).
+            int64 range reduction, float32 cos and sin: within 5e-7 below ``2**33``,
+            see :mod:`posenc.rope.core`); positions from ``2**43`` on are refused.
         check_values: check that float positions are finite: ``None`` on the CPU outside
             ``torch.compile``, ``True`` always (a host-device sync), ``False`` never.
 
@@ -280,17 +288,15 @@ class RotaryEmbedding(nn.Module):
         ``torch.compile``, or ``check_values=True``) and they all lie in the table, the rows are
         gathered: no fixed-point work, the same numbers.
         """
-        if (
-            dtype == torch.float32
-            and not p.is_floating_point()
-            and p.numel()
-            and p.device == self.cos.device
-            and p.device.type != "meta"
-            and should_check_values(self.check_values, p)
-        ):
+        if p.numel() and p.device.type != "meta" and should_check_values(self.check_values, p):
             lo, hi = torch.aminmax(p)
+            lo, hi = lo.item(), hi.item()
+            if not -MAX_POSITION < lo <= hi < MAX_POSITION:
+                raise ValueError(
+                    f"positions must lie in (-2**43, 2**43) (the exact range reduction), got values from {lo} to {hi}"
+                )
             end = self.max_len if self._switch is None else min(self.max_len, self._switch)
-            if int(lo) >= 0 and int(hi) < end:
+            if dtype == torch.float32 and not p.is_floating_point() and p.device == self.cos.device and lo >= 0 and hi < end:
                 return self.cos[p], self.sin[p], self.rot[p]
         if p.device == self.cos.device:
             buffers = dict(self._buffers)
@@ -307,6 +313,8 @@ class RotaryEmbedding(nn.Module):
         in_table = not traced and end <= self.max_len and (self._switch is None or end <= self._switch)
         if dtype == torch.float32 and in_table and self.cos.device == device:
             return self.cos[offset:end], self.sin[offset:end], self.rot[offset:end]
+        if not traced and end > MAX_POSITION:
+            raise ValueError(f"offset + seq must be at most 2**43 (the exact range reduction), got {end}")
         return self._tables(torch.arange(seq, device=device) + offset, dtype)
 
     def tables(
@@ -351,6 +359,8 @@ class RotaryEmbedding(nn.Module):
                 raise ValueError("pass positions, or seq_len (with an optional offset) for offset + arange(seq_len)")
             seq_len = check_int("seq_len", seq_len, minimum=0)
             offset = check_int("offset", offset, minimum=0)
+            check_memory("the tables (2, seq_len, rotary_dim / 2)", 2, seq_len, self.rotary_dim // 2, dtype=dtype,
+                         device=device, scratch=16 * seq_len)
             cos, sin, _ = self._default(seq_len, offset, device, dtype)
             return RotaryTables(cos.clone(), sin.clone(), self.layout, self.rotary_dim)
         if seq_len is not None or not (isinstance(offset, int) and offset == 0):

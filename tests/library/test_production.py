@@ -263,3 +263,131 @@ def test_hf_tables_of_the_interleaved_layout_repeat_each_pair():
     assert torch.equal(cos[..., 0::2], t.cos) and torch.equal(cos[..., 1::2], t.cos) and torch.equal(sin[..., 1::2], t.sin)
     with pytest.raises(TypeError, match="rope"):
         posenc.rope.HuggingFaceRotary(torch.nn.Identity())
+
+
+# ------------------------------------------------------------------ the small refusals
+
+
+def test_tables_cast_behind_module_apply_are_refused_until_reset():
+    kw = dict(scaling={"rope_type": "yarn", "factor": 4.0}, max_position_embeddings=32)
+    rope, fresh = posenc.RotaryEmbedding(16, **kw), posenc.RotaryEmbedding(16, **kw)
+    for b in (rope.cos, rope.sin, rope.rot, rope.inv_freq):  # what FSDP1's MixedPrecision(buffer_dtype=bf16) does
+        b.data = b.data.to(torch.bfloat16)
+    x = torch.randn(1, 2, 5, 16)
+    with pytest.raises(ValueError, match="buffer_dtype"):
+        rope(x)
+    with pytest.raises(ValueError, match="buffer_dtype"):
+        rope.tables(torch.arange(5))
+    rope.reset_parameters()
+    assert torch.equal(rope(x), fresh(x)) and rope.cos.dtype == torch.float32
+
+
+@pytest.mark.parametrize("kw", [
+    {}, {"layout": "interleaved"}, {"scaling": {"rope_type": "yarn", "factor": 4.0}, "max_position_embeddings": 32},
+    {"scaling": {"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 8,
+                 "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}, "max_position_embeddings": 32},
+])
+def test_to_empty_after_meta_init_recomputes_the_tables(kw):
+    with torch.device("meta"):
+        rope = posenc.RotaryEmbedding(16, **kw)
+    x = torch.randn(1, 2, 40, 16)
+    with pytest.raises(ValueError, match="meta device"):  # a meta module and a real input
+        rope(x)
+    rope.to_empty(device="cpu")  # no reset_parameters() call
+    fresh = posenc.RotaryEmbedding(16, **kw)
+    assert all(torch.equal(a, b) for a, b in zip(rope.buffers(), fresh.buffers()))
+    assert torch.equal(rope(x, positions=torch.arange(40) * 7), fresh(x, positions=torch.arange(40) * 7))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (a second device)")
+def test_a_module_on_another_device_than_x_is_refused():
+    with pytest.raises(ValueError, match="module's device"):
+        posenc.RotaryEmbedding(8)(torch.randn(1, 3, 8, device="cuda"))
+
+
+def test_position_ids_given_positionally_are_refused_with_the_keyword():
+    rope = posenc.RotaryEmbedding(8)
+    with pytest.raises(TypeError, match=r"positions=position_ids"):
+        rope(torch.randn(1, 3, 8), torch.arange(3))
+
+
+def test_positions_beyond_the_exact_range_are_refused_before_any_allocation():
+    rope, x = posenc.RotaryEmbedding(8), torch.randn(1, 3, 8)
+    for call in (
+        lambda: rope(x, offset=2**50),
+        lambda: rope(x, positions=torch.tensor([0, 1, 2**50])),
+        lambda: rope(x, offset=torch.tensor(2**43)),
+        lambda: rope.tables(torch.tensor([-(2**45)])),
+        lambda: rope.tables(seq_len=2**50),
+        lambda: rope.tables(seq_len=2**40),
+    ):
+        with pytest.raises(ValueError, match=r"2\*\*43|2\*\*40|GiB, more than"):
+            call()
+    assert rope(x, offset=2**43 - 3).shape == x.shape
+
+
+def test_the_documented_precision_holds_below_2_to_the_33():
+    mpmath = pytest.importorskip("mpmath")
+    from posenc.rope import core
+
+    mpmath.mp.dps = 50
+    inv = core.inv_frequencies(64, 10000.0)
+    pos = [2**33 - 1, 2**32 + 12345, 10**9 + 7, 123_456_789]
+    cos, sin = core.cos_sin(torch.tensor(pos), core.fixed_point_turns(inv), torch.tensor(inv, dtype=torch.float32))
+    err = max(
+        max(abs(float(cos[i, j]) - float(mpmath.cos(mpmath.mpf(w) * p))), abs(float(sin[i, j]) - float(mpmath.sin(mpmath.mpf(w) * p))))
+        for i, p in enumerate(pos)
+        for j, w in enumerate(inv)
+    )
+    assert err < 5e-7, err
+
+
+def test_rotary_attention_factor_refuses_a_string():
+    with pytest.raises(TypeError, match="scaling"):
+        posenc.rotary_attention_factor("yarn")
+
+
+def test_custom_attention_bias_subclasses_are_checked():
+    attn = posenc.SelfAttention(8, 2)
+    x = torch.randn(1, 4, 8)
+
+    class Missing(posenc.AttentionBias):
+        pass
+
+    class WrongShape(posenc.AttentionBias):
+        def score_bias(self, q, k_len=None):
+            return torch.zeros(3, 3)
+
+    class NotATensor(posenc.AttentionBias):
+        def score_bias(self, q, k_len=None):
+            return 0.5
+
+    class Fine(posenc.AttentionBias):
+        def score_bias(self, q, k_len=None):
+            return torch.zeros(q.shape[-2], q.shape[-2], dtype=torch.float64)
+
+    with pytest.raises(TypeError, match="Missing must implement score_bias"):
+        attn(x, bias=Missing())
+    with pytest.raises(ValueError, match=r"WrongShape.score_bias\(q\) must have shape"):
+        attn(x, bias=WrongShape())
+    with pytest.raises(TypeError, match=r"NotATensor.score_bias\(q\) must be a tensor"):
+        attn(x, bias=NotATensor())
+    assert torch.equal(attn(x, bias=Fine()), attn(x))
+
+
+def test_core_and_scaling_work_copied_outside_the_package(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    for name in ("rope/core.py", "rope/scaling.py", "_checks.py"):
+        shutil.copy(ROOT / name, tmp_path / name.rsplit("/", 1)[-1])
+    code = (
+        "import core, scaling; "
+        "yarn = scaling.YaRN(factor=4.0, original_max_position_embeddings=64); "
+        "print(repr(yarn.frequencies(16, 10000.0)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
+                         env={"PATH": "", "PYTHONPATH": ""})
+    expected = posenc.rope.YaRN(factor=4.0, original_max_position_embeddings=64).frequencies(16, 10000.0)
+    assert eval(out.stdout) == tuple(expected)
