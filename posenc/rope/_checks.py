@@ -11,8 +11,23 @@ import numbers
 import numpy as np
 import torch
 
+import weakref
+
 from .._checks import check_choice, check_int, should_check_values
 from .core import LAYOUTS, RotaryTables
+
+# the tables RotaryEmbedding.tables made (checked when they were made): id(cos), id(sin) -> cos
+_MADE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def remember(cos: torch.Tensor, sin: torch.Tensor) -> None:
+    """Record tables made by posenc, so that applying them skips the value checks."""
+    _MADE[id(cos), id(sin)] = cos
+
+
+def made_here(cos: torch.Tensor, sin: torch.Tensor) -> bool:
+    """Whether ``cos`` and ``sin`` are tables :func:`remember` recorded (and still alive)."""
+    return _MADE.get((id(cos), id(sin))) is cos
 
 MAX_HEAD_DIM = 1 << 16  # wider heads are refused with a clear error, not a MemoryError
 
@@ -190,7 +205,7 @@ def check_rotary_tables(
             raise ValueError(f"the tables have rotary_dim = {rotary_dim} columns, not rotary_dim / 2 pairs: {full_width}")
         if 2 * n != rotary_dim:
             raise ValueError(f"the tables hold {n} pairs but rotary_dim={rotary_dim} needs {rotary_dim} / 2")
-    if should_check_values(check_values, cos) and cos.numel() and cos.device.type != "meta":
+    if should_check_values(check_values, cos) and cos.numel() and cos.device.type != "meta" and not made_here(cos, sin):
         half = n // 2
         if n % 2 == 0 and torch.equal(cos[..., :half], cos[..., half:]) and torch.equal(sin[..., :half], sin[..., half:]) and bool(sin.any()):
             raise ValueError(f"the tables repeat their first half: {full_width}")

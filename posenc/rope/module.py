@@ -26,6 +26,7 @@ from ._checks import (
     check_rotary_tables,
     check_rotary_width,
     check_seq_dim,
+    remember,
     rotary_offset,
 )
 from . import scaling as sc
@@ -270,8 +271,9 @@ class RotaryEmbedding(nn.Module):
             )
         if device is not None and device.type != "meta" and self.cos.device != device:  # meta x: shapes only
             raise ValueError(f"x must be on the module's device ({self.cos.device}), got {device}; move one of them")
+        buffers = self._buffers  # not getattr: this runs on every call
         for name in _FLOAT_BUFFERS:
-            b = getattr(self, name, None)
+            b = buffers.get(name)
             if b is not None and b.dtype != torch.float32:
                 raise ValueError(
                     f"the module's table {name!r} is {b.dtype}, not float32: something cast the buffers outside "
@@ -362,13 +364,18 @@ class RotaryEmbedding(nn.Module):
             check_memory("the tables (2, seq_len, rotary_dim / 2)", 2, seq_len, self.rotary_dim // 2, dtype=dtype,
                          device=device, scratch=16 * seq_len)
             cos, sin, _ = self._default(seq_len, offset, device, dtype)
-            return RotaryTables(cos.clone(), sin.clone(), self.layout, self.rotary_dim)
+            return self._made(cos.clone(), sin.clone())
         if seq_len is not None or not (isinstance(offset, int) and offset == 0):
             raise ValueError("pass either positions, or seq_len and offset, not both")
         self._check_state(None)
         p = check_rotary_positions(positions, None, 0, device)
         check_finite_positions(p, self.check_values)
-        return RotaryTables(*self._tables(p, dtype)[:2], self.layout, self.rotary_dim)
+        return self._made(*self._tables(p, dtype)[:2])
+
+    def _made(self, cos: torch.Tensor, sin: torch.Tensor) -> RotaryTables:
+        if not torch.compiler.is_compiling():
+            remember(cos, sin)  # checked here: applying them skips the value checks
+        return RotaryTables(cos, sin, self.layout, self.rotary_dim)
 
     def hf_tables(self, positions: Any, *, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
         """The tables for ``positions`` in Hugging Face's full-width format, for its ``apply_rotary_pos_emb``.
