@@ -254,6 +254,21 @@ def test_a_tiny_llama_with_posenc_as_its_rotary_emb_gives_its_logits(rope_parame
         assert (model(input_ids=ids, position_ids=2 * pos).logits - want).abs().max() > 1e-2
     bf16 = model.model.rotary_emb(torch.zeros(1, dtype=torch.bfloat16), pos)
     assert bf16[0].dtype == torch.bfloat16
+    # against float64 angles in a float64 copy of the model, posenc's float32 logits are
+    # closer than transformers' own (whose angles p * omega are formed in float32)
+    exact = transformers.LlamaForCausalLM(cfg).eval()
+    exact.load_state_dict(model.state_dict(), strict=False)
+    exact.double()
+
+    class Float64Angles(torch.nn.Module):
+        def forward(self, x, position_ids=None, **kwargs):
+            c, s, _, _ = rope.tables(position_ids, dtype=torch.float64)
+            return torch.cat([c, c], -1), torch.cat([s, s], -1)
+
+    exact.model.rotary_emb = Float64Angles()
+    with torch.no_grad():
+        truth = exact(input_ids=ids, position_ids=pos).logits
+    assert (got - truth).abs().max() < (want - truth).abs().max()  # 20x for default and YaRN, 2x for Llama 3
 
 
 def test_hf_tables_of_the_interleaved_layout_repeat_each_pair():
