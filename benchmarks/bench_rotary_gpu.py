@@ -13,7 +13,8 @@ does:
   with ``rotate_every_two`` of its GPT-J code (tables precomputed, repeated per pair).
 * ``posenc tables``: ``apply_rotary_tables(q, k, cos, sin)`` with ``cos, sin =
   rope.tables(position_ids)`` precomputed (once per forward in a model).
-* ``posenc module``: ``rope(q, position_ids), rope(k, position_ids)`` (tables included).
+* ``posenc module``: ``rope(q, positions=position_ids), rope(k, positions=position_ids)``
+  (tables included).
 * ``posenc no Triton``: the module's eager torch code with the fused kernel switched off.
 
 Also a decoding step, (4, 32, 1, 128) with position ids (4, 1): the module (tables
@@ -36,6 +37,7 @@ from collections.abc import Callable
 import torch
 
 import posenc
+import posenc.rope.kernels
 import posenc.rotary
 
 Fn = Callable[[], object]
@@ -71,13 +73,15 @@ def cuda_time(fn: Fn, repeats: int, warmup: int = 3) -> list[float]:
 
 
 def without_fused(fn: Fn) -> Fn:
+    """``fn`` with the fused Triton kernel switched off (``rotate_fast`` asks ``kernels._triton()``)."""
+
     def call():
-        saved = posenc.rotary._fused_applies
-        posenc.rotary._fused_applies = lambda *a: False
+        saved = posenc.rope.kernels._triton
+        posenc.rope.kernels._triton = lambda: None
         try:
             return fn()
         finally:
-            posenc.rotary._fused_applies = saved
+            posenc.rope.kernels._triton = saved
 
     return call
 
@@ -107,7 +111,7 @@ def candidates(q, k, pos, layout: str, compile_: bool) -> dict[str, Fn]:
         return posenc.apply_rotary_tables(q, k, cos, sin, layout=layout)
 
     def module(q, k, pos):
-        return rope(q, pos), rope(k, pos)
+        return rope(q, positions=pos), rope(k, positions=pos)
 
     if compile_:
         hf_c = torch.compile(hf, fullgraph=True, dynamic=False)
@@ -141,7 +145,7 @@ def decode_step(batch: int, heads: int, head_dim: int, device: str, steps: int) 
     pos = torch.full((batch, 1), 1000, device=device)
 
     def ours():
-        return rope(q, pos), rope(k, pos)
+        return rope(q, positions=pos), rope(k, positions=pos)
 
     def ours_tables():
         cos, sin, *_ = rope.tables(pos)
@@ -185,7 +189,7 @@ def main() -> int:
     torch.manual_seed(0)
     batch, heads, seq, head_dim = args.shape
     pos = (torch.arange(seq, device=device) + 0).expand(batch, seq)
-    fused = device == "cuda" and posenc.rotary._fused_kernels() is not None
+    fused = device == "cuda" and posenc.rope.kernels._triton() is not None
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     print(f"torch {torch.__version__}, {name}, fused Triton kernel available: {fused}")
     print(f"q and k of shape {tuple(args.shape)}, position ids (batch, seq); medians of {args.repeats} timed calls\n")

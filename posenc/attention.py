@@ -178,19 +178,9 @@ class SelfAttention(nn.Module):
                 f"got {type(bias).__name__}"
             )
         if isinstance(bias, torch.Tensor):
-            if bias.shape[-2:] != (seq, seq) or bias.ndim > 4:
-                raise ValueError(
-                    f"bias must have shape (seq, seq), (n_heads, seq, seq) or (batch, n_heads, seq, seq) "
-                    f"with seq={seq}, got {tuple(bias.shape)}"
-                )
-            if bias.ndim >= 3 and bias.shape[-3] not in (1, self.n_heads):
-                raise ValueError(f"bias must have n_heads={self.n_heads} (or 1) heads in dim -3, got {tuple(bias.shape)}")
-            if bias.ndim == 4 and bias.shape[0] not in (1, b):
-                raise ValueError(f"bias must have batch={b} (or 1) in dim 0, got {tuple(bias.shape)}")
-            if not bias.is_floating_point():
-                raise TypeError(f"bias must be a floating-point tensor (an additive score term), got dtype {bias.dtype}")
-            if bias.device != x.device:
-                raise ValueError(f"bias must be on x's device ({x.device}), got {bias.device}")
+            self._check_bias("bias", bias, b, seq, x.device)
+        elif isinstance(bias, AttentionBias) and type(bias).score_bias is AttentionBias.score_bias:
+            raise TypeError(f"bias: {type(bias).__name__} must implement score_bias(q, k_len) (see AttentionBias)")
         if rotary is not None and not callable(rotary):
             raise TypeError(f"rotary must be a callable such as RotaryEmbedding or None, got {type(rotary).__name__}")
         if positions is not None:
@@ -209,7 +199,9 @@ class SelfAttention(nn.Module):
                 q, k = rotary(q, positions=positions), rotary(k, positions=positions)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
         if isinstance(bias, AttentionBias):
-            scores = scores + bias.score_bias(q)
+            term = bias.score_bias(q)
+            self._check_bias(f"{type(bias).__name__}.score_bias(q)", term, b, seq, x.device)
+            scores = scores + term.to(scores.dtype)
         elif bias is not None:
             scores = scores + bias.to(scores.dtype)
         if self.causal:
@@ -226,6 +218,24 @@ class SelfAttention(nn.Module):
             self.last_weights = (weights[:, 0] if self.n_heads == 1 else weights).detach()
         out = (weights @ v).transpose(1, 2).reshape(b, seq, self.d_model)
         return self.w_o(out)
+
+    def _check_bias(self, name: str, bias: object, b: int, seq: int, device: torch.device) -> None:
+        """An additive score term: a floating-point tensor on ``device`` broadcastable to ``(b, n_heads, seq, seq)``."""
+        if not isinstance(bias, torch.Tensor):
+            raise TypeError(f"{name} must be a tensor ending in ({seq}, {seq}), got {type(bias).__name__}")
+        if bias.ndim < 2 or bias.shape[-2:] != (seq, seq) or bias.ndim > 4:
+            raise ValueError(
+                f"{name} must have shape (seq, seq), (n_heads, seq, seq) or (batch, n_heads, seq, seq) "
+                f"with seq={seq}, got {tuple(bias.shape)}"
+            )
+        if bias.ndim >= 3 and bias.shape[-3] not in (1, self.n_heads):
+            raise ValueError(f"{name} must have n_heads={self.n_heads} (or 1) heads in dim -3, got {tuple(bias.shape)}")
+        if bias.ndim == 4 and bias.shape[0] not in (1, b):
+            raise ValueError(f"{name} must have batch={b} (or 1) in dim 0, got {tuple(bias.shape)}")
+        if not bias.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor (an additive score term), got dtype {bias.dtype}")
+        if bias.device != device:
+            raise ValueError(f"{name} must be on x's device ({device}), got {bias.device}")
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, head_dim={self.head_dim}, causal={self.causal}"

@@ -19,13 +19,17 @@ what Hugging Face's T5 does with ``past_seen_tokens``. ``k_len < q_len`` is reje
 Every module here computes its tables on the device of its parameters or buffers, with
 no host-device synchronisation, so that it can be captured by ``torch.compile(...,
 fullgraph=True)``; ``reset_parameters()`` re-initialises the parameters and rebuilds the
-non-persistent buffers (after a meta-device initialisation and ``to_empty``). Tables of
-more than ``2**28`` entries are refused with a ``ValueError`` before allocation.
+non-persistent buffers (after a meta-device initialisation and ``to_empty``). A bias
+tensor is refused (``ValueError``, before allocation) only where it cannot be built: more
+memory than its device has, or lengths beyond ``2**31``; larger ones are written head by
+head, so that the peak is the result and one ``(q_len, k_len)`` table. Beyond a few
+thousand tokens, FlexAttention (:mod:`posenc.flex`) applies the biases without any tensor.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -36,6 +40,7 @@ from ._checks import (
     check_device,
     check_float_dtype,
     check_int,
+    check_memory,
     check_size,
     should_check_values,
 )
@@ -46,13 +51,24 @@ __all__ = [
     "ShawRelativePosition",
     "T5RelativeBias",
     "alibi_bias",
+    "alibi_score_mod",
     "alibi_slopes",
     "relative_positions",
     "t5_relative_bucket",
 ]
 
 
-def _check_lengths(q_len: int, k_len: int | None, *heads: int) -> tuple[int, int]:
+MAX_LENGTH = 2**31
+
+
+def _check_lengths(
+    q_len: int,
+    k_len: int | None,
+    *heads: int,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | None = None,
+) -> tuple[int, int]:
+    """Checked ``(q_len, k_len)``; a table ``(*heads, q_len, k_len)`` of ``dtype`` must fit ``device``'s memory."""
     q_len = check_int("q_len", q_len)
     k_len = q_len if k_len is None else check_int("k_len", k_len)
     if k_len < q_len:
@@ -60,8 +76,13 @@ def _check_lengths(q_len: int, k_len: int | None, *heads: int) -> tuple[int, int
             f"k_len must be >= q_len (queries are aligned to the end of the keys), "
             f"got q_len={q_len}, k_len={k_len}"
         )
-    check_size("the bias table (q_len, k_len)" if not heads else "the bias table (n_heads, q_len, k_len)",
-               *heads, q_len, k_len)
+    longest = max(q_len, k_len)
+    if not isinstance(longest, torch.SymInt) and longest > MAX_LENGTH:
+        raise ValueError(f"q_len and k_len must be at most the limit of {MAX_LENGTH} (2**31), got {longest}")
+    # building it takes the (q_len, k_len) offsets: int64, once more after the clamp, and float32
+    scratch = 20 * q_len * k_len if not isinstance(q_len * k_len, torch.SymInt) else 0
+    check_memory("the bias table (q_len, k_len)" if not heads else "the bias table (n_heads, q_len, k_len)",
+                 *heads, q_len, k_len, dtype=dtype, device=device, scratch=scratch)
     return q_len, k_len
 
 
@@ -87,8 +108,8 @@ def relative_positions(
         tensor([[-1,  0,  1],
                 [-2, -1,  0]])
     """
-    q_len, k_len = _check_lengths(q_len, k_len)
     device = check_device("device", device)
+    q_len, k_len = _check_lengths(q_len, k_len, dtype=torch.long, device=device)
     query = torch.arange(k_len - q_len, k_len, dtype=torch.long, device=device)[:, None]
     key = torch.arange(k_len, dtype=torch.long, device=device)[None, :]
     return key - query
@@ -175,8 +196,11 @@ def alibi_bias(
     dtype = check_float_dtype("dtype", dtype)
     device = check_device("device", device)
     n_heads = check_int("n_heads", n_heads)
-    _check_lengths(q_len, k_len, n_heads)
+    _check_lengths(q_len, k_len, n_heads, dtype=dtype or torch.float32, device=device)
     return _alibi_from_slopes(alibi_slopes(n_heads).to(device=device), q_len, k_len, bidirectional, dtype)
+
+
+_ONE_PASS = 2**26  # larger biases are written head by head: the peak is the result and one (q_len, k_len) table
 
 
 def _alibi_from_slopes(
@@ -185,8 +209,71 @@ def _alibi_from_slopes(
     """``-slope * distance`` computed in float32 on the slopes' device, cast to ``dtype`` at the end."""
     rel = relative_positions(q_len, k_len, device=slopes.device)  # j - i
     rel = -rel.abs() if bidirectional else rel.clamp(max=0)
-    bias = slopes.to(torch.float32)[:, None, None] * rel[None].to(torch.float32)
-    return bias if dtype is None else bias.to(dtype)
+    rel = rel.to(torch.float32)
+    slopes = slopes.to(torch.float32)
+    n = slopes.shape[0] * rel.numel()
+    if isinstance(n, torch.SymInt) or n <= _ONE_PASS or torch.compiler.is_compiling():
+        bias = slopes[:, None, None] * rel[None]
+        return bias if dtype is None else bias.to(dtype)
+    out = torch.empty((slopes.shape[0], *rel.shape), dtype=dtype or torch.float32, device=slopes.device)
+    for h in range(slopes.shape[0]):  # the same float32 products as above, one head at a time
+        out[h].copy_(slopes[h] * rel)
+    return out
+
+
+ScoreMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _check_query_offset(query_offset: object) -> int | torch.Tensor:
+    if isinstance(query_offset, torch.Tensor):
+        if query_offset.ndim or query_offset.is_floating_point() or query_offset.dtype == torch.bool:
+            raise TypeError(f"query_offset must be an int or a 0-d integer tensor, got {query_offset!r}")
+        return query_offset
+    return check_int("query_offset", query_offset, minimum=0)
+
+
+def alibi_score_mod(
+    n_heads: int,
+    *,
+    bidirectional: bool = False,
+    query_offset: int | torch.Tensor = 0,
+    device: torch.device | str | None = None,
+) -> ScoreMod:
+    """ALiBi as a FlexAttention ``score_mod``: the bias of :func:`alibi_bias`, never materialised.
+
+    ``flex_attention(q, k, v, score_mod=alibi_score_mod(H), block_mask=causal_block_mask(S))``
+    equals ``scaled_dot_product_attention`` with ``alibi_bias(H, S)`` and the causal mask
+    as its float mask, for any length (no ``(n_heads, q_len, k_len)`` tensor).
+
+    Args:
+        n_heads: number of heads (>= 1); must equal the heads of ``q``.
+        bidirectional: the symmetric form ``-m_h * |i - j|`` (encoders).
+        query_offset: the position of query 0 among the keys (``k_len - q_len`` when
+            decoding with a cache, as :func:`alibi_bias` aligns them).
+        device: where the slopes live: the device of ``q`` (default: the CPU).
+
+    Returns:
+        ``score_mod(score, batch, head, q_idx, kv_idx)``.
+
+    The same slopes go to flash-attn as they are: ``flash_attn_func(q, k, v, causal=True,
+    alibi_slopes=alibi_slopes(H).to(q.device))`` adds ``-m_h * |i + k_len - q_len - j|``,
+    the convention of :func:`alibi_bias` (queries aligned to the end of the keys).
+
+    Example:
+        >>> score_mod = alibi_score_mod(4)
+        >>> float(score_mod(torch.tensor(0.0), torch.tensor(0), torch.tensor(0), torch.tensor(5), torch.tensor(3)))
+        -0.5
+    """
+    bidirectional = check_bool("bidirectional", bidirectional)
+    slopes = alibi_slopes(n_heads).to(check_device("device", device))
+    offset = _check_query_offset(query_offset)
+
+    def score_mod(score, batch, head, q_idx, kv_idx):  # noqa: ARG001 (FlexAttention's signature)
+        rel = kv_idx - (q_idx + offset)
+        rel = -rel.abs() if bidirectional else rel.clamp(max=0)
+        return score + slopes[head] * rel.to(torch.float32)
+
+    return score_mod
 
 
 class AttentionBias(nn.Module):
@@ -284,13 +371,13 @@ class ALiBiBias(AttentionBias):
         return alibi_slopes(self.n_heads).to(self.slopes.device)
 
     def forward(self, q_len: int, k_len: int | None = None, *, dtype: torch.dtype | None = None) -> torch.Tensor:
-        _check_lengths(q_len, k_len, self.n_heads)
         dtype = check_float_dtype("dtype", dtype)
+        _check_lengths(q_len, k_len, self.n_heads, dtype=dtype or torch.float32, device=self.slopes.device)
         return _alibi_from_slopes(self._exact_slopes(), q_len, k_len, self.bidirectional, dtype)
 
     def score_bias(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
         q = _check_queries(q, n_heads=self.n_heads)
-        _check_lengths(q.shape[-2], k_len, self.n_heads)
+        _check_lengths(q.shape[-2], k_len, self.n_heads, dtype=q.dtype, device=q.device)
         slopes = self._exact_slopes().to(q.device)
         return _alibi_from_slopes(slopes, q.shape[-2], k_len, self.bidirectional, q.dtype)
 
@@ -354,11 +441,18 @@ def t5_relative_bucket(
     max_distance = check_int("max_distance", max_distance)
     check_size("the buckets of num_buckets", num_buckets, limit=MAX_PARAMETER_ELEMENTS)
     n = num_buckets // 2 if bidirectional else num_buckets
-    max_exact = n // 2
-    if max_distance <= max_exact:
+    if max_distance <= n // 2:
         raise ValueError(
-            f"max_distance must be > {max_exact} (the number of exact buckets), got {max_distance}"
+            f"max_distance must be > {n // 2} (the number of exact buckets), got {max_distance}"
         )
+    return _t5_bucket(rel, bidirectional, num_buckets, max_distance)
+
+
+def _t5_bucket(rel: torch.Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> torch.Tensor:
+    """:func:`t5_relative_bucket` on checked arguments: tensor operations only (FlexAttention's
+    ``score_mod`` calls it on scalar tensors)."""
+    n = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = n // 2
     buckets = torch.zeros_like(rel)
     if bidirectional:
         buckets = buckets + (rel > 0).long() * n
@@ -432,13 +526,36 @@ class T5RelativeBias(AttentionBias):
         )
 
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
-        _check_lengths(q_len, k_len, self.n_heads)
+        _check_lengths(q_len, k_len, self.n_heads, dtype=self.weight.dtype, device=self.weight.device)
         return self.weight[self.buckets(q_len, k_len)].permute(2, 0, 1)
 
     def score_bias(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
         """The bias for queries ``(..., n_heads, q_len, head_dim)``, in ``q``'s dtype."""
         q = _check_queries(q, n_heads=self.n_heads, device=self.weight.device)
         return self(q.shape[-2], k_len).to(q.dtype)
+
+    def score_mod(self, *, query_offset: int | torch.Tensor = 0) -> ScoreMod:
+        """This bias as a FlexAttention ``score_mod`` (the weight captured, gradients flow to it).
+
+        ``flex_attention(q, k, v, score_mod=bias.score_mod())`` equals
+        ``scaled_dot_product_attention`` with ``bias(q_len, k_len)`` as its float mask.
+        ``query_offset``: the position of query 0 among the keys (``k_len - q_len`` when
+        decoding with a cache).
+
+        Example:
+            >>> bias = T5RelativeBias(2)
+            >>> s = bias.score_mod()(torch.tensor(0.0), torch.tensor(0), torch.tensor(1), torch.tensor(3), torch.tensor(5))
+            >>> bool(s == bias(6)[1, 3, 5])
+            True
+        """
+        offset = _check_query_offset(query_offset)
+        weight, bidirectional, num_buckets, max_distance = self.weight, self.bidirectional, self.num_buckets, self.max_distance
+
+        def score_mod(score, batch, head, q_idx, kv_idx):  # noqa: ARG001 (FlexAttention's signature)
+            bucket = _t5_bucket(kv_idx - (q_idx + offset), bidirectional, num_buckets, max_distance)
+            return score + weight[bucket, head]
+
+        return score_mod
 
     def extra_repr(self) -> str:
         return (
@@ -493,7 +610,7 @@ class ShawRelativePosition(AttentionBias):
 
     def forward(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
         q = _check_queries(q, self.head_dim, device=self.weight.device)
-        _check_lengths(q.shape[-2], k_len)
+        _check_lengths(q.shape[-2], k_len, self.head_dim, dtype=q.dtype, device=q.device)  # the vectors a (q_len, k_len, head_dim)
         rel = relative_positions(q.shape[-2], k_len, device=q.device).clamp(-self.max_distance, self.max_distance)
         a = self.weight[rel + self.max_distance].to(q.dtype)  # (q_len, k_len, head_dim)
         return torch.einsum("...id,ijd->...ij", q, a) / math.sqrt(self.head_dim)

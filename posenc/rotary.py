@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import check_head_dim, check_int, check_positive_float
+from ._checks import check_int, check_positive_float
+from .rope._checks import check_head_dim
 from .rope import RotaryEmbedding, RotaryTables, apply_rotary, apply_rotary_tables
 from .rope import frequencies as _frequencies
 from .rope.core import LAYOUTS as ROTARY_LAYOUTS
@@ -88,6 +89,11 @@ def rotary_attention_factor(scaling: Any, *, head_dim: int = 128, base: float = 
     """
     check_head_dim("head_dim", head_dim)
     check_positive_float("base", base)
+    if scaling is not None and not isinstance(scaling, (Mapping, *SCALINGS.values())):
+        raise TypeError(
+            "scaling must be None, a Hugging Face dict or a dataclass of posenc.rope.scaling, "
+            f"got {type(scaling).__name__}"
+        )
     sc = from_hf(scaling)[2] if scaling is None or isinstance(scaling, Mapping) else scaling
     return 1.0 if sc is None else float(sc.attention_scaling())
 

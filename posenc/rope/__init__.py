@@ -7,16 +7,18 @@
 * :mod:`posenc.rope.hf_config`: :func:`rope_layers_from_config` reads a whole Hugging Face
   config (layer types, NoPE layers, sections) and :func:`inspect_config` reports it;
 * :mod:`posenc.rope.module`: :class:`RotaryEmbedding`, :func:`apply_rotary`,
-  :func:`apply_rotary_tables` and ``rotate``, with the argument checks.
+  :func:`apply_rotary_tables` and ``rotate``, with the argument checks, and
+  :class:`HuggingFaceRotary`, a drop-in ``rotary_emb`` for Hugging Face models.
 """
 
 from .core import RotaryTables
-from .module import RotaryEmbedding, apply_rotary, apply_rotary_tables, frequencies, rotate
+from .module import HuggingFaceRotary, RotaryEmbedding, apply_rotary, apply_rotary_tables, frequencies, rotate
 from .hf_config import ConfigReport, LayerRoPE, RopeConfig, inspect_config, rope_layers_from_config
 from .scaling import NTK, Dynamic, Linear, Llama3, LongRoPE, Proportional, YaRN, from_hf
 
 __all__ = [
     "ConfigReport",
+    "HuggingFaceRotary",
     "LayerRoPE",
     "RopeConfig",
     "inspect_config",

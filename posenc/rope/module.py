@@ -12,20 +12,25 @@ from torch import nn
 
 from .._checks import (
     check_choice,
-    check_finite_positions,
-    check_head_dim,
     check_int,
+    check_memory,
     check_optional_bool,
     check_positive_float,
+    should_check_values,
+)
+from ._checks import (
+    check_finite_positions,
+    check_head_dim,
     check_rotary_input,
     check_rotary_positions,
     check_rotary_tables,
     check_rotary_width,
     check_seq_dim,
+    remember,
     rotary_offset,
 )
 from . import scaling as sc
-from .core import LAYOUTS, RotaryTables, cos_sin, fixed_point_turns, host_tables, inv_frequencies, turn_limbs
+from .core import LAYOUTS, MAX_POSITION, RotaryTables, cos_sin, fixed_point_turns, host_tables, inv_frequencies, turn_limbs
 from .kernels import rotate_fast, rotation_table
 
 
@@ -112,6 +117,9 @@ def _tables_at(
     return torch.where(longer, lc, cos), torch.where(longer, ls, sin)
 
 
+_FLOAT_BUFFERS = ("cos", "sin", "rot", "inv_freq", "long_inv_freq")
+
+
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding (RoPE): rotates queries or keys by their positions.
 
@@ -137,7 +145,8 @@ class RotaryEmbedding(nn.Module):
             (the length of ``"dynamic"``; fills a missing ``original_max_position_embeddings``).
         max_len: positions ``0 .. max_len - 1`` get a table computed once on the host in
             float64 and kept in float32; other positions are computed per call (exact
-            int64 range reduction, float32 cos and sin: within 4e-7).
+            int64 range reduction, float32 cos and sin: within 5e-7 below ``2**33``,
+            see :mod:`posenc.rope.core`); positions from ``2**43`` on are refused.
         check_values: check that float positions are finite: ``None`` on the CPU outside
             ``torch.compile``, ``True`` always (a host-device sync), ``False`` never.
 
@@ -213,7 +222,9 @@ class RotaryEmbedding(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Recompute the buffers in place (after meta-device initialisation and ``to_empty``)."""
+        """Recompute the buffers (after meta-device initialisation, or a cast of the tables that
+        bypassed :meth:`torch.nn.Module._apply`, such as FSDP's ``buffer_dtype``)."""
+        self._float32_buffers()
         if self.cos.device.type == "meta":
             return
         inv = _frequencies(self.scaling, self.rotary_dim, self.base)
@@ -229,24 +240,71 @@ class RotaryEmbedding(nn.Module):
                 self.long_turns.copy_(fixed_point_turns(long))
                 self.long_inv_freq.copy_(torch.tensor(long, dtype=torch.float32))
 
-    def _apply(self, fn, recurse=True):  # type: ignore[override]
-        """A module cast (``.half()``, ``.double()``) keeps the tables float32: angles are never formed in 16 bits."""
-        super()._apply(fn, recurse)
-        rebuild = False
-        for name in ("cos", "sin", "rot", "inv_freq", "long_inv_freq"):
+    def _float32_buffers(self) -> bool:
+        """Replace the float buffers that are not float32 by empty float32 ones; whether any was."""
+        replaced = False
+        for name in _FLOAT_BUFFERS:
             b = getattr(self, name, None)
             if b is not None and b.dtype != torch.float32:
                 setattr(self, name, torch.empty(b.shape, dtype=torch.float32, device=b.device))
-                rebuild = True
-        if rebuild:
+                replaced = True
+        return replaced
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        """A module cast (``.half()``, ``.double()``) keeps the tables float32: angles are never formed in 16 bits.
+
+        A move off the meta device (``to_empty``) recomputes the tables, which would otherwise be
+        uninitialised memory.
+        """
+        was_meta = self.cos.device.type == "meta"
+        super()._apply(fn, recurse)
+        if self._float32_buffers() or (was_meta and self.cos.device.type != "meta"):
             self.reset_parameters()
         return self
 
+    def _check_state(self, device: torch.device | None) -> None:
+        """Refuse tables that cannot serve a call on ``device`` (metadata only: free under compile)."""
+        if self.cos.device.type == "meta" and (device is None or device.type != "meta"):
+            raise ValueError(
+                "the module is on the meta device: move it with to_empty(device=...) (which recomputes the tables) "
+                "or build it on the input's device"
+            )
+        if device is not None and device.type != "meta" and self.cos.device != device:  # meta x: shapes only
+            raise ValueError(f"x must be on the module's device ({self.cos.device}), got {device}; move one of them")
+        buffers = self._buffers  # not getattr: this runs on every call
+        for name in _FLOAT_BUFFERS:
+            b = buffers.get(name)
+            if b is not None and b.dtype != torch.float32:
+                raise ValueError(
+                    f"the module's table {name!r} is {b.dtype}, not float32: something cast the buffers outside "
+                    "Module._apply (FSDP's MixedPrecision(buffer_dtype=...) does); call reset_parameters() after "
+                    "wrapping, or keep buffer_dtype=None or torch.float32"
+                )
+
     # -- tables
 
-    def _tables(self, p: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        buffers = {name: t.to(p.device) for name, t in self.named_buffers()}  # a copy only for x on another device
-        return _tables_at(p, dtype, self.scaling, self.rotary_dim, self.base, buffers)
+    def _tables(self, p: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """cos, sin (and the kernel's table when gathered) at integer or float positions ``p``.
+
+        Where the positions' values can be read without a host-device sync (the CPU outside
+        ``torch.compile``, or ``check_values=True``) and they all lie in the table, the rows are
+        gathered: no fixed-point work, the same numbers.
+        """
+        if p.numel() and p.device.type != "meta" and should_check_values(self.check_values, p):
+            lo, hi = torch.aminmax(p)
+            lo, hi = lo.item(), hi.item()
+            if not -MAX_POSITION < lo <= hi < MAX_POSITION:
+                raise ValueError(
+                    f"positions must lie in (-2**43, 2**43) (the exact range reduction), got values from {lo} to {hi}"
+                )
+            end = self.max_len if self._switch is None else min(self.max_len, self._switch)
+            if dtype == torch.float32 and not p.is_floating_point() and p.device == self.cos.device and lo >= 0 and hi < end:
+                return self.cos[p], self.sin[p], self.rot[p]
+        if p.device == self.cos.device:
+            buffers = dict(self._buffers)
+        else:  # tables(device=...) for another device than the module's
+            buffers = {name: t.to(p.device) for name, t in self._buffers.items() if t is not None}
+        return (*_tables_at(p, dtype, self.scaling, self.rotary_dim, self.base, buffers), None)
 
     def _default(
         self, seq: int, offset: int, device: torch.device, dtype: torch.dtype
@@ -257,7 +315,9 @@ class RotaryEmbedding(nn.Module):
         in_table = not traced and end <= self.max_len and (self._switch is None or end <= self._switch)
         if dtype == torch.float32 and in_table and self.cos.device == device:
             return self.cos[offset:end], self.sin[offset:end], self.rot[offset:end]
-        return (*self._tables(torch.arange(seq, device=device) + offset, dtype), None)
+        if not traced and end > MAX_POSITION:
+            raise ValueError(f"offset + seq must be at most 2**43 (the exact range reduction), got {end}")
+        return self._tables(torch.arange(seq, device=device) + offset, dtype)
 
     def tables(
         self,
@@ -301,16 +361,54 @@ class RotaryEmbedding(nn.Module):
                 raise ValueError("pass positions, or seq_len (with an optional offset) for offset + arange(seq_len)")
             seq_len = check_int("seq_len", seq_len, minimum=0)
             offset = check_int("offset", offset, minimum=0)
+            check_memory("the tables (2, seq_len, rotary_dim / 2)", 2, seq_len, self.rotary_dim // 2, dtype=dtype,
+                         device=device, scratch=16 * seq_len)
             cos, sin, _ = self._default(seq_len, offset, device, dtype)
-            return RotaryTables(cos.clone(), sin.clone(), self.layout, self.rotary_dim)
+            return self._made(cos.clone(), sin.clone())
         if seq_len is not None or not (isinstance(offset, int) and offset == 0):
             raise ValueError("pass either positions, or seq_len and offset, not both")
+        self._check_state(None)
         p = check_rotary_positions(positions, None, 0, device)
         check_finite_positions(p, self.check_values)
-        return RotaryTables(*self._tables(p, dtype), self.layout, self.rotary_dim)
+        return self._made(*self._tables(p, dtype)[:2])
 
-    def forward(self, x: torch.Tensor, *, positions: Any = None, offset: int | torch.Tensor = 0) -> torch.Tensor:
+    def _made(self, cos: torch.Tensor, sin: torch.Tensor) -> RotaryTables:
+        if not torch.compiler.is_compiling():
+            remember(cos, sin)  # checked here: applying them skips the value checks
+        return RotaryTables(cos, sin, self.layout, self.rotary_dim)
+
+    def hf_tables(self, positions: Any, *, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+        """The tables for ``positions`` in Hugging Face's full-width format, for its ``apply_rotary_pos_emb``.
+
+        ``cos`` and ``sin`` of shape ``(*positions.shape, rotary_dim)``: ``[cos | cos]`` for the
+        half layout (Llama, Qwen, GPT-NeoX, Phi), each pair's value twice in a row for the
+        interleaved one (GPT-J's ``repeat_interleave``). posenc's angles (exact at any
+        position), cast to ``dtype`` at the end as Hugging Face does with ``x.dtype``.
+        :class:`HuggingFaceRotary` puts them in place of a model's ``rotary_emb``.
+
+        Example:
+            >>> cos, sin = RotaryEmbedding(8).hf_tables(torch.arange(3)[None])
+            >>> cos.shape, bool(torch.equal(cos[..., :4], cos[..., 4:]))
+            (torch.Size([1, 3, 8]), True)
+        """
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+        cos, sin, _, _ = self.tables(positions)
+        if self.layout == "half":
+            cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
+        else:
+            cos, sin = cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
+        return cos.to(dtype), sin.to(dtype)
+
+    def forward(self, x: torch.Tensor, *args: Any, positions: Any = None, offset: int | torch.Tensor = 0) -> torch.Tensor:
+        """Rotate ``x`` ``(..., seq, head_dim)`` by ``positions`` (keyword) or ``offset + arange(seq)``."""
+        if args:
+            raise TypeError(
+                f"RotaryEmbedding takes no positional argument after x (got {len(args)}): pass the position ids "
+                "as a keyword, rope(x, positions=position_ids), or rope(x, offset=n) for n, n + 1, ..."
+            )
         x, axis = check_rotary_input("x", x, self.seq_dim, self.head_dim)
+        self._check_state(x.device)
         offset, from_offset = rotary_offset(offset, positions, x, axis)
         dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
         rot = None
@@ -319,7 +417,7 @@ class RotaryEmbedding(nn.Module):
         else:
             p = from_offset if from_offset is not None else check_rotary_positions(positions, x, axis, x.device)
             check_finite_positions(p, self.check_values)
-            cos, sin = self._tables(p, dtype)
+            cos, sin, rot = self._tables(p, dtype)
         return rotate_fast(x, cos, sin, self.layout, axis, rot)
 
     def extra_repr(self) -> str:
@@ -344,6 +442,21 @@ def _constants(head_dim: int, base: float, scaling: Any, rotary_dim: int) -> tup
         long_inv = _frequencies(scaling, rotary_dim, base, long=True)
         long = (turn_limbs(long_inv), long_inv)
     return inv, turns, long
+
+
+@functools.lru_cache(maxsize=64)
+def _device_constants(head_dim: int, base: float, scaling: Any, rotary_dim: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """The frequencies of a configuration as tensors on ``device`` (``turns``, ``inv_freq`` and LongRoPE's long ones)."""
+    inv, turns, long = _constants(head_dim, base, scaling, rotary_dim)
+    with torch.inference_mode(False):  # ordinary tensors, usable outside inference mode later
+        out = {
+            "turns": torch.tensor(turns, dtype=torch.int64, device=device),
+            "inv_freq": torch.tensor(inv, dtype=torch.float32, device=device),
+        }
+        if long is not None:
+            out["long_turns"] = torch.tensor(long[0], dtype=torch.int64, device=device)
+            out["long_inv_freq"] = torch.tensor(long[1], dtype=torch.float32, device=device)
+    return out
 
 
 def apply_rotary(
@@ -378,14 +491,10 @@ def apply_rotary(
     head_dim, base, width, scaling = _resolve(x.shape[-1], base, scaling, rotary_dim, None, max_position_embeddings)
     p = check_rotary_positions(positions, x, axis, x.device)
     check_finite_positions(p, None)
-    inv, turns, long = _constants(head_dim, base, scaling, width)
-    buffers = {
-        "turns": torch.tensor(turns, dtype=torch.int64, device=x.device),
-        "inv_freq": torch.tensor(inv, dtype=torch.float32, device=x.device),
-    }
-    if long is not None:
-        buffers["long_turns"] = torch.tensor(long[0], dtype=torch.int64, device=x.device)
-        buffers["long_inv_freq"] = torch.tensor(long[1], dtype=torch.float32, device=x.device)
+    if torch.compiler.is_compiling():  # constants of the graph
+        buffers = _device_constants.__wrapped__(head_dim, base, scaling, width, x.device)
+    else:  # made once per configuration and device: no host-to-device copy per call
+        buffers = _device_constants(head_dim, base, scaling, width, x.device)
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     cos, sin = _tables_at(p, dtype, scaling, width, base, buffers)
     return rotate_fast(x, cos, sin, layout, axis)
@@ -471,3 +580,34 @@ def frequencies(head_dim: int, *, base: float | None = None, scaling: Any = None
             return np.array(_frequencies(scaling, width, base, long=seq_len > scaling.original_max_position_embeddings))
     return np.array(_frequencies(scaling, width, base))
 
+
+
+class HuggingFaceRotary(nn.Module):
+    """A drop-in ``rotary_emb`` for Hugging Face models, with posenc's angles.
+
+    ``forward(x, position_ids)`` returns ``(cos, sin)`` in the full-width format and dtype of
+    ``x`` that the model's own ``apply_rotary_pos_emb`` takes (:meth:`RotaryEmbedding.hf_tables`),
+    so a model keeps its attention code and gains angles exact at any position. Build the
+    ``RotaryEmbedding`` from the model's config: ``RotaryEmbedding(config.head_dim,
+    scaling=config.rope_parameters, max_position_embeddings=config.max_position_embeddings)``.
+
+    Example:
+        >>> rotary = HuggingFaceRotary(RotaryEmbedding(8))
+        >>> cos, sin = rotary(torch.randn(1, 3, 32, dtype=torch.bfloat16), torch.arange(3)[None])
+        >>> cos.shape, cos.dtype
+        (torch.Size([1, 3, 8]), torch.bfloat16)
+    """
+
+    def __init__(self, rope: RotaryEmbedding) -> None:
+        super().__init__()
+        if not isinstance(rope, RotaryEmbedding):
+            raise TypeError(f"rope must be a posenc RotaryEmbedding, got {type(rope).__name__}")
+        self.rope = rope
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` ``(batch, seq, rotary_dim)`` in ``x``'s dtype for ``position_ids`` ``(batch, seq)``."""
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            raise TypeError(f"x must be a floating-point tensor (its dtype is the tables'), got {type(x).__name__}")
+        if isinstance(position_ids, torch.Tensor) and position_ids.device != x.device:
+            raise ValueError(f"position_ids must be on x's device ({x.device}), got {position_ids.device}")
+        return self.rope.hf_tables(position_ids, dtype=x.dtype)

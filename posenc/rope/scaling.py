@@ -20,8 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .._checks import check_bool, check_int, check_positive_float
-from .core import inv_frequencies
+try:
+    from .._checks import check_bool, check_int, check_positive_float
+    from .core import inv_frequencies
+except ImportError:  # copied beside core.py and posenc/_checks.py, outside the package
+    from _checks import check_bool, check_int, check_positive_float  # type: ignore[no-redef]
+    from core import inv_frequencies  # type: ignore[no-redef]
 
 
 def _at_least_one(cls_type: str, factor: float) -> None:

@@ -126,7 +126,7 @@ def test_integer_arguments_refuse_values_below_their_minimum(label, call, name, 
 @EXAMPLES
 @given(value=st.integers(min_value=2**31 + 1, max_value=2**80))
 def test_huge_sizes_are_refused_before_allocating(label, call, name, minimum, _, value):
-    with pytest.raises(ValueError, match=r"limit of \d+ \(2\*\*\d+\)|n_bins must be smaller|must divide d_model"):
+    with pytest.raises(ValueError, match=r"limit of \d+ \(2\*\*\d+\)|GiB, more than the|n_bins must be smaller|must divide d_model"):
         call(value)
 
 

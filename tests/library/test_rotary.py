@@ -388,8 +388,10 @@ def test_forward_with_position_ids_reads_no_tensor_value(layout, scaling):
     rope = posenc.RotaryEmbedding(16, layout=layout, scaling=scaling, rotary_dim=12)
     x = torch.randn(2, 3, 5, 16)
     pos = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])
-    expected = rope(x, positions=pos)
+    expected = rope(x, positions=pos)  # on the CPU: gathered from the table after reading the range
     cos, sin, *_ = rope.tables(pos)
+    # what an accelerator runs by default: no value read, the same numbers
+    rope = posenc.RotaryEmbedding(16, layout=layout, scaling=scaling, rotary_dim=12, check_values=False)
     def forbidden(name):
         def raiser(self, *args, **kwargs):
             raise AssertionError(f"Tensor.{name} called in the hot path (a host-device sync on a GPU)")
@@ -707,7 +709,18 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 
 
 def _eager_only(monkeypatch):
-    monkeypatch.setattr(posenc.rotary, "_fused_applies", lambda *a: False)
+    """Switch the fused Triton kernel off: :func:`posenc.rope.kernels.rotate_fast` asks ``_triton()``."""
+    monkeypatch.setattr(posenc.rope.kernels, "_triton", lambda: None)
+
+
+def test_the_cuda_tests_switch_the_kernel_off_through_todays_api(monkeypatch):
+    # runs on the CPU too, so that a rename cannot leave the CUDA tests pointing at nothing
+    import posenc.rope.kernels
+
+    _eager_only(monkeypatch)
+    assert posenc.rope.kernels._triton() is None
+    x = torch.randn(1, 2, 5, 8)
+    torch.testing.assert_close(posenc.RotaryEmbedding(8)(x), posenc.apply_rotary(x, torch.arange(5)), rtol=0, atol=1e-6)
 
 
 @cuda
@@ -716,7 +729,7 @@ def _eager_only(monkeypatch):
 @pytest.mark.parametrize("shape_case", ["bhsd", "bshd", "positions_1d", "head_dim_48"])
 def test_fused_kernel_matches_the_eager_path(layout, dtype, shape_case, monkeypatch):
     pytest.importorskip("triton")
-    assert posenc.rotary._fused_kernels() is not None
+    assert posenc.rope.kernels._triton() is not None
     g = torch.Generator(device="cuda").manual_seed(0)
     seq_dim = 1 if shape_case == "bshd" else -2
     hd = 48 if shape_case == "head_dim_48" else 64  # 24 pairs: not a power of two
@@ -786,11 +799,11 @@ def test_cuda_graph_capture_with_position_ids(layout):
 def test_debug_checks_positions_on_the_gpu():
     x = torch.randn(1, 3, 8, device="cuda")
     bad = torch.tensor([0.0, float("nan"), 1.0], device="cuda")
-    assert posenc.RotaryEmbedding(8).cuda()(x, bad).shape == x.shape  # no check, no sync
+    assert posenc.RotaryEmbedding(8).cuda()(x, positions=bad).shape == x.shape  # no check, no sync
     with pytest.raises(ValueError, match="finite"):
-        posenc.RotaryEmbedding(8, check_values=True).cuda()(x, bad)
+        posenc.RotaryEmbedding(8, check_values=True).cuda()(x, positions=bad)
     with pytest.raises(ValueError, match="positions are on cpu"):
-        posenc.RotaryEmbedding(8).cuda()(x, bad.cpu())
+        posenc.RotaryEmbedding(8).cuda()(x, positions=bad.cpu())
 
 
 # --------------------------------------------------------------------------- bad input
