@@ -85,8 +85,6 @@ def test_the_library_never_imports_the_laboratory():
         assert not bad, f"{path.relative_to(ROOT.parent)} imports {sorted(bad)}"
 
 
-@pytest.mark.xfail(reason="the rotary checks in posenc/_checks.py import posenc.rope.core; they move to "
-                          "posenc/rope/ (issue 29, library half)", strict=False)
 def test_the_ground_floor_imports_nothing_from_posenc():
     names = _imports(ROOT / "_checks.py", ("posenc",))
     assert not names, f"posenc/_checks.py imports {sorted(names)}"
