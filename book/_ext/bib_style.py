@@ -72,14 +72,22 @@ class AuthorYearStyle(UnsrtStyle):
 _AND_OTHERS = " and others"
 
 
+def _in_citation(node) -> bool:
+    """Inside a citation: a reference, or the text of a textual citation ("Dubey and
+    others [2024]", an inline of class bibtex-citation)."""
+    while node is not None:
+        if isinstance(node, nodes.reference) or "bibtex-citation" in getattr(node, "get", lambda *_: [])("classes", []):
+            return True
+        node = node.parent
+    return False
+
+
 def et_al_citations(app, doctree, docname) -> int:
-    """In every reference, "Dubey and others" becomes "Dubey *et al.*"; returns how many."""
+    """In every citation, "Dubey and others" becomes "Dubey *et al.*"; returns how many."""
     n = 0
-    for ref in list(doctree.findall(nodes.reference)):
-        for text in list(ref.findall(nodes.Text)):
-            value = str(text)
-            if _AND_OTHERS not in value:
-                continue
+    for text in list(doctree.findall(nodes.Text)):
+        value = str(text)
+        if _AND_OTHERS in value and _in_citation(text.parent):
             head, _, tail = value.partition(_AND_OTHERS)
             parent = text.parent
             at = parent.index(text)
