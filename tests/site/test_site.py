@@ -1362,3 +1362,16 @@ def test_icon_fonts_hold_every_icon_shown(site_dir: Path):
     assert len(icons) >= 10, sorted(used)
     missing = sorted(n for n in icons if ord(char[n][0]) not in glyphs)
     assert not missing, f"icons without a glyph in the shipped fonts: {missing}"
+
+
+def test_citations_say_et_al(site_dir: Path):
+    """Reading item 8: a work whose BibTeX author list is truncated ("Dubey, Abhimanyu and
+    others") is cited "Dubey et al." like every other, not "Dubey and others"
+    (book/_ext/bib_style.py); the bibliography keeps its full author list."""
+    bad = []
+    for page in sorted(site_dir.glob("notebooks/*.html")) + sorted(site_dir.glob("book/*.html")):
+        if page.name == "bibliography.html":
+            continue
+        text = re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8"))
+        bad += [f"{page.name}: ...{m.group(0)}..." for m in re.finditer(r"[A-Z]\w+ and others[ ,]*[\[(,]?\s*\d{4}", text)]
+    assert not bad, "citations reading 'and others':\n" + "\n".join(bad[:20])
