@@ -7,6 +7,10 @@ style ``authoryear``: the entries of ``unsrt`` sorted by author, year and title,
 labelled as the text cites it ("Vaswani et al., 2017"; two authors joined by "and"; a
 letter appended where two entries would otherwise share a label). ``_config.yml`` selects
 it with ``bibtex_default_style: authoryear``.
+
+The text's citations follow the same rule: an entry whose author list BibTeX truncates
+(``Dubey, Abhimanyu and others``) is cited "Dubey et al.", as every longer list is,
+not "Dubey and others" (sphinxcontrib-bibtex counts "others" as a second author).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections import Counter
 
 import latexcodec  # noqa: F401 - registers the "ulatex" codec
 
+from docutils import nodes
 from pybtex.plugin import register_plugin
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
@@ -64,6 +69,37 @@ class AuthorYearStyle(UnsrtStyle):
     default_sorting_style = SortingStyle
 
 
+_AND_OTHERS = " and others"
+
+
+def _in_citation(node) -> bool:
+    """Inside a citation: a reference, or the text of a textual citation ("Dubey and
+    others [2024]", an inline of class bibtex-citation)."""
+    while node is not None:
+        if isinstance(node, nodes.reference) or "bibtex-citation" in getattr(node, "get", lambda *_: [])("classes", []):
+            return True
+        node = node.parent
+    return False
+
+
+def et_al_citations(app, doctree, docname) -> int:
+    """In every citation, "Dubey and others" becomes "Dubey *et al.*"; returns how many."""
+    n = 0
+    for text in list(doctree.findall(nodes.Text)):
+        value = str(text)
+        if _AND_OTHERS in value and _in_citation(text.parent):
+            head, _, tail = value.partition(_AND_OTHERS)
+            parent = text.parent
+            at = parent.index(text)
+            parent.remove(text)
+            new = [nodes.Text(head + " "), nodes.emphasis("", "et al.")] + ([nodes.Text(tail)] if tail else [])
+            for i, node in enumerate(new):
+                parent.insert(at + i, node)
+            n += 1
+    return n
+
+
 def setup(app):
     register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
+    app.connect("doctree-resolved", et_al_citations)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1.0"}

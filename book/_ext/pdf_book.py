@@ -10,7 +10,14 @@ a book:
   date it was printed;
 * a contents page with the page number of every document;
 * the chapters' numbers in their headings (as the site shows them) and in the bookmarks
-  (one per document);
+  (one per document, with one under it per section);
+* links that stay in the book: every destination is named for its document
+  (``notebooks/06_alternatives#summary``, so one chapter's "Summary" is not another's), and
+  a link to another page of the book goes to its destination there, not to the local
+  server that printed it (``link_pdf``);
+* code lines that wrap on paper indented under their start; the figures' plotting code,
+  hidden on the web (``hide-input``), left out; a code cell's frame broken with its code
+  (the print style sheet);
 * a running head (the document's title) and the page number on every page after the
   cover (an overlay printed by Chromium, merged onto each page);
 * solutions and other toggled boxes expanded, the explorers as their static figures (the
@@ -38,6 +45,7 @@ import re
 import shutil
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +74,60 @@ async () => {
   }
   await document.fonts.ready;
   return document.title;
+}
+"""
+
+
+# Run on each page after _READY_JS, before it is printed:
+# * each line of a code block in a span.posenc-line, so that a line wrapped on paper is
+#   indented under its start (the print style sheet, posenc-site.css);
+# * a hidden link to every id of the page: Chromium writes a named destination only for
+#   the targets of the page's own links, and the other pages' links need theirs too;
+# * the page's sections (h2), for the bookmarks.
+_PREPARE_JS = """
+() => {
+  for (const pre of document.querySelectorAll('div.highlight pre')) {
+    const lines = [[]];
+    for (const child of Array.from(pre.childNodes)) {
+      const segs = child.textContent.split('\\n');
+      segs.forEach((seg, i) => {
+        if (i > 0) lines.push([]);
+        if (seg === '') return;
+        let part;
+        if (child.nodeType === Node.TEXT_NODE) part = document.createTextNode(seg);
+        else if (segs.length === 1) part = child.cloneNode(true);
+        else { part = child.cloneNode(false); part.textContent = seg; }
+        lines[lines.length - 1].push(part);
+      });
+    }
+    if (lines.length > 1 && lines[lines.length - 1].length === 0) lines.pop();
+    pre.textContent = '';
+    for (const parts of lines) {
+      const span = document.createElement('span');
+      span.className = 'posenc-line';
+      if (!parts.length) span.appendChild(document.createTextNode('\\u200b'));
+      parts.forEach(p => span.appendChild(p));
+      // a wrapped line continues 4 columns right of where its own text starts
+      const hang = span.textContent.match(/^ */)[0].length + 4;
+      span.style.cssText = `display: block; padding-left: ${hang}ch; text-indent: -${hang}ch;`;
+      pre.appendChild(span);
+    }
+  }
+  const targets = document.createElement('div');
+  targets.hidden = true;
+  for (const el of document.querySelectorAll('.bd-article [id]')) {
+    const a = document.createElement('a');
+    a.href = '#' + encodeURIComponent(el.id);
+    targets.appendChild(a);
+  }
+  document.body.appendChild(targets);
+  const sections = [];
+  for (const h of document.querySelectorAll('.bd-article section > h2')) {
+    const clone = h.cloneNode(true);
+    clone.querySelectorAll('.headerlink').forEach(x => x.remove());
+    sections.push([h.parentElement.id, clone.textContent.trim()]);
+  }
+  return sections;
 }
 """
 
@@ -241,6 +303,7 @@ def build_pdf(outdir: Path, pages: list[str], titles: dict[str, str] | None = No
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
     parts: list[tuple[str, str, object]] = []  # (docname, label, its pages)
+    sections: dict[str, list] = {}  # docname: [(id, title)] of its h2 sections
     t0 = time.time()
     try:
         with sync_playwright() as pw:
@@ -260,6 +323,7 @@ def build_pdf(outdir: Path, pages: list[str], titles: dict[str, str] | None = No
                 for doc in pages:
                     page.goto(base + doc + ".html", wait_until="load")
                     title = page.evaluate(_READY_JS)
+                    sections[doc] = page.evaluate(_PREPARE_JS)
                     data = page.pdf(
                         format="A4",
                         print_background=True,
@@ -295,10 +359,21 @@ def build_pdf(outdir: Path, pages: list[str], titles: dict[str, str] | None = No
     writer.append(cover)
     writer.append(toc)
     writer.add_outline_item("Contents", len(cover.pages))
+    starts: dict[str, tuple[int, int]] = {}  # docname: (first page, page after its last)
+    dests: dict[str, tuple[int, float, float]] = {}  # "doc#id": (page, left, top)
     for doc, label, reader in parts:
         start = len(writer.pages)
-        writer.append(reader)
-        writer.add_outline_item(f"{numbers[doc]}. {label}" if numbers.get(doc) else label, start)
+        for name, dest in reader.named_destinations.items():
+            at = reader.get_destination_page_number(dest)
+            if at is not None and at >= 0:
+                dests[f"{doc}#{str(name).lstrip('/')}"] = (start + at, float(dest.left or 0), float(dest.top or 0))
+        writer.append(reader, import_outline=False)
+        starts[doc] = (start, len(writer.pages))
+        item = writer.add_outline_item(f"{numbers[doc]}. {label}" if numbers.get(doc) else label, start)
+        for sid, stitle in sections.get(doc, []):
+            if f"{doc}#{sid}" in dests:
+                writer.add_outline_item(stitle, dests[f"{doc}#{sid}"][0], parent=item)
+    link_pdf(writer, base, starts, dests)
     if len(running.pages) != len(writer.pages) - len(cover.pages):
         raise RuntimeError(f"running heads: {len(running.pages)} pages for {len(writer.pages) - len(cover.pages)}")
     for i, over in enumerate(running.pages):
@@ -311,6 +386,82 @@ def build_pdf(outdir: Path, pages: list[str], titles: dict[str, str] | None = No
     logger.info(f"[pdf] {target.name}: {len(writer.pages)} pages (cover, {len(toc.pages)} of contents, "
                 f"{len(pages)} documents) in {time.time() - t0:.0f} s")
     return target
+
+
+def _link_target(annot, doc: str, base: str) -> tuple[str, str] | None:
+    """(document, fragment) a link annotation of ``doc``'s pages points to, or None when it
+    is not a link into the book (an address outside the local server stays as it is)."""
+    if "/Dest" in annot and not isinstance(annot["/Dest"].get_object(), list):
+        return doc, str(annot["/Dest"]).lstrip("/")
+    action = annot.get("/A")
+    action = action.get_object() if action is not None else None
+    if not action:
+        return None
+    if action.get("/S") == "/GoTo" and not isinstance(action.get("/D"), list):
+        return doc, str(action["/D"]).lstrip("/")
+    uri = str(action.get("/URI", "")) if action.get("/S") == "/URI" else ""
+    if not uri.startswith(base):
+        return None
+    path, _, frag = uri[len(base):].partition("#")
+    path = path.split("?")[0]
+    return (path[: -len(".html")] if path.endswith(".html") else path), urllib.parse.unquote(frag)
+
+
+def link_pdf(writer, base: str, starts: dict[str, tuple[int, int]],
+             dests: dict[str, tuple[int, float, float]]) -> dict[str, int]:
+    """Point the links of the joined PDF inside it instead of at the server that printed it.
+
+    Every destination is named ``<document>#<id>`` (``notebooks/06_alternatives#summary``),
+    so that the "Summary" of one chapter is not another's; a link to a page of the book
+    (``http://127.0.0.1:<port>/notebooks/04_rotations.html#eq-x``) or to a destination of
+    its own page (``/summary``) goes to that named destination, or to the first page of the
+    document when the id has none; a link to any other file of the local server (a figure's
+    image) is removed. Returns the counts of each kind.
+    """
+    from pypdf.generic import ArrayObject, FloatObject, NameObject, NullObject, TextStringObject
+
+    counts = {"named": 0, "document": 0, "removed": 0}
+    root_names = writer._root_object.get("/Names")
+    if root_names is not None and "/Dests" in root_names.get_object():
+        del root_names.get_object()["/Dests"]  # the pages' own names ("/summary"), which collide
+    for name, (at, left, top) in sorted(dests.items()):
+        writer.add_named_destination_array(
+            TextStringObject(name),
+            ArrayObject([writer.pages[at].indirect_reference, NameObject("/XYZ"), FloatObject(left),
+                         FloatObject(top), NullObject()]))
+    names = {doc: f"{doc}#__start" for doc in starts}
+    for doc, (first, _) in starts.items():
+        writer.add_named_destination_array(
+            TextStringObject(names[doc]),
+            ArrayObject([writer.pages[first].indirect_reference, NameObject("/Fit")]))
+    for doc, (first, end) in starts.items():
+        for i in range(first, end):
+            page = writer.pages[i]
+            annots = page.get("/Annots")
+            if annots is None:
+                continue
+            annots = annots.get_object()
+            keep = ArrayObject()
+            for ref in annots:
+                annot = ref.get_object()
+                target = _link_target(annot, doc, base) if annot.get("/Subtype") == "/Link" else None
+                if target is None:
+                    keep.append(ref)
+                    continue
+                tdoc, frag = target
+                if f"{tdoc}#{frag}" in dests:
+                    dest, kind = f"{tdoc}#{frag}", "named"
+                elif tdoc in starts:
+                    dest, kind = names[tdoc], "document"
+                else:
+                    counts["removed"] += 1
+                    continue
+                annot.pop("/A", None)
+                annot[NameObject("/Dest")] = TextStringObject(dest)
+                counts[kind] += 1
+                keep.append(ref)
+            page[NameObject("/Annots")] = keep
+    return counts
 
 
 _PDF_LINK = re.compile(r'\s*The whole book as a <a class="posenc-pdf-link" href="[^"]*">PDF</a>\.')
@@ -347,6 +498,9 @@ def _build_finished(app, exc) -> None:
     titles = {d: env.titles[d].astext() for d in pages if d in env.titles}
     numbers = chapter_numbers(env, pages)
     meta = book_meta(Path(app.srcdir), app.config.html_title or app.config.project, app.config.author)
+    if os.environ.get("POSENC_PDF", "").strip().lower() in ("0", "no", "off"):
+        _not_built(outdir, "POSENC_PDF=0 asked for the site only")
+        return
     try:
         target = build_pdf(outdir, pages, titles, numbers, meta)
     except _NotBuilt as err:

@@ -165,6 +165,37 @@
     return input;
   }
 
+  // The static figure (print, no JavaScript) sets its panels side by side and its caption
+  // says "(left" and "(right"; the live explorer stacks its panels, so on screen the
+  // caption says "(above" and "(below" (both words are kept, explorers.css shows one).
+  function stackedCaption(root) {
+    var cap = root.querySelector("figcaption");
+    if (!cap) return;
+    var walker = document.createTreeWalker(cap, NodeFilter.SHOW_TEXT);
+    var texts = [];
+    for (var t = walker.nextNode(); t; t = walker.nextNode()) texts.push(t);
+    texts.forEach(function (t) {
+      var re = /\((left|right)(?=[,)\s])/g;
+      if (!re.test(t.nodeValue)) return;
+      var frag = document.createDocumentFragment(), at = 0, m;
+      re.lastIndex = 0;
+      while ((m = re.exec(t.nodeValue))) {
+        frag.appendChild(document.createTextNode(t.nodeValue.slice(at, m.index) + "("));
+        var side = document.createElement("span");
+        side.className = "explorer-static-word";
+        side.textContent = m[1];
+        var stacked = document.createElement("span");
+        stacked.className = "explorer-live-word";
+        stacked.textContent = m[1] === "left" ? "above" : "below";
+        frag.appendChild(side);
+        frag.appendChild(stacked);
+        at = m.index + m[0].length;
+      }
+      frag.appendChild(document.createTextNode(t.nodeValue.slice(at)));
+      t.parentNode.replaceChild(frag, t);
+    });
+  }
+
   function panel(root, title) {
     var live = document.createElement("div");
     live.className = "explorer-live";
@@ -176,6 +207,7 @@
     note.setAttribute("aria-live", "polite");
     root.insertBefore(live, root.firstChild);
     root.classList.add("is-live");
+    stackedCaption(root);
     return { live: live, controls: controls, note: note, title: title };
   }
 

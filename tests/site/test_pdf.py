@@ -10,7 +10,10 @@ it reads like a book:
 * no missing glyph: no replacement character, every icon drawn with an icon font (the
   note admonition's icon once printed as an empty box);
 * every page's title (every chapter's included), every numbered figure's caption, every
-  solution's text (solutions expanded) and at least as many images as the pages show.
+  solution's text (solutions expanded) and at least as many images as the pages show;
+* no link to the local server that printed it, every link to a destination of the book
+  that lies in the document it names (each chapter's "Summary" its own), section
+  bookmarks; the code hidden on the web ("Show code cell source") left out.
 
 It checks the site that ``tests/site/test_site.py`` checks (same fixture), and skips,
 saying why, where the PDF could not be built: no Chromium, Playwright or pypdf.
@@ -281,3 +284,92 @@ def test_without_chromium_no_pdf_and_no_link(tmp_path: Path, caplog):
     assert not (tmp_path / PDF_NAME).exists(), "a stale PDF was left behind"
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "THE PDF WAS NOT BUILT" in said and "Chromium" in said, said
+
+
+def _doc_ranges(reader, site_dir: Path) -> dict[str, range]:
+    """docname ("notebooks/06_alternatives"): the range of its pages in the PDF."""
+    starts = [reader.get_destination_page_number(o) for o in _doc_outline(reader)]
+    docs = [str(p.relative_to(site_dir).with_suffix("")) for p in _toc_pages(site_dir)]
+    assert len(starts) == len(docs), (len(starts), len(docs))
+    ends = starts[1:] + [len(reader.pages)]
+    return {d: range(s, e) for d, s, e in zip(docs, starts, ends)}
+
+
+def _links(reader):
+    """(page index, link annotation) of every link of the PDF."""
+    for i, page in enumerate(reader.pages):
+        for ref in page.get("/Annots") or []:
+            annot = ref.get_object()
+            if annot.get("/Subtype") == "/Link":
+                yield i, annot
+
+
+def test_pdf_links_stay_in_the_book(pdf, site_dir: Path):  # noqa: F811
+    """Reading item 2: no link of the PDF points to the local server that printed it
+    (``http://127.0.0.1:<port>/...``, dead once printed), and every link to a named
+    destination finds it. (Before: 846 of 1,694 links pointed to the print server.)"""
+    reader, _ = pdf
+    named = reader.named_destinations
+    local, dangling, n = [], [], 0
+    for i, annot in _links(reader):
+        n += 1
+        action = annot.get("/A")
+        uri = str(action.get_object().get("/URI", "")) if action is not None else ""
+        if re.match(r"https?://(127\.0\.0\.1|localhost|\[::1\])[:/]", uri):
+            local.append(f"p. {i + 1}: {uri}")
+        dest = annot.get("/Dest")
+        if dest is not None and not isinstance(dest.get_object(), list) and str(dest) not in named:
+            dangling.append(f"p. {i + 1}: {dest}")
+    print(f"\nPDF links: {n}, to the local server: {len(local)}, to a missing destination: {len(dangling)}")
+    assert n > 100, f"only {n} links in the PDF"
+    assert not local, f"{len(local)} links to the print server:\n" + "\n".join(local[:20])
+    assert not dangling, f"{len(dangling)} links to missing destinations:\n" + "\n".join(dangling[:20])
+
+
+def test_pdf_links_land_in_the_right_chapter(pdf, site_dir: Path):  # noqa: F811
+    """Reading item 2: each destination is named for its document
+    (``notebooks/06_alternatives#summary``) and lies in that document's pages, so the
+    "Summary" and "Exercises" of chapter 6 are chapter 6's (they once all led to chapter
+    1's); every chapter's links to its own sections land in the chapter; its section
+    bookmarks too."""
+    reader, _ = pdf
+    ranges = _doc_ranges(reader, site_dir)
+    wrong = []
+    for name, dest in reader.named_destinations.items():
+        doc = str(name).partition("#")[0]
+        at = reader.get_destination_page_number(dest)
+        if doc not in ranges:
+            wrong.append(f"destination {name}: no such document")
+        elif at not in ranges[doc]:
+            wrong.append(f"destination {name}: p. {at + 1}, outside pp. {ranges[doc].start + 1}-{ranges[doc].stop}")
+    own = 0
+    for i, annot in _links(reader):
+        dest = annot.get("/Dest")
+        if dest is None or isinstance(dest.get_object(), list):
+            continue
+        doc = next(d for d, r in ranges.items() if i in r) if any(i in r for r in ranges.values()) else None
+        if doc and str(dest).startswith(doc + "#"):
+            own += 1
+    sections = 0
+    outline = reader.outline
+    for item, kids in zip(outline, outline[1:] + [None]):
+        if isinstance(item, list) or not isinstance(kids, list):
+            continue
+        doc = next((d for d, r in ranges.items() if reader.get_destination_page_number(item) == r.start), None)
+        for kid in kids:
+            if isinstance(kid, list):
+                continue
+            sections += 1
+            if doc and reader.get_destination_page_number(kid) not in ranges[doc]:
+                wrong.append(f"bookmark {kid.title!r} of {doc} outside its pages")
+    print(f"\nPDF: {len(reader.named_destinations)} named destinations, {own} links within their own "
+          f"document, {sections} section bookmarks")
+    assert own > 0 and sections > 0
+    assert not wrong, f"{len(wrong)} destinations outside their document:\n" + "\n".join(wrong[:20])
+
+
+def test_pdf_leaves_out_hidden_code(pdf):
+    """Reading item 3: the figures' plotting code, hidden on the web behind "Show code cell
+    source" (tag hide-input), is not printed (it once took about 14 pages, under that label)."""
+    _, text = pdf
+    assert _squash("Show code cell source") not in text
