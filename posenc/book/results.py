@@ -231,9 +231,9 @@ def paired_difference(a: object, b: object, *, seed: int = 0) -> dict[str, objec
     tell the two apart.
 
     Returns:
-        ``{"mean", "sd", "n", "t95": (low, high), "bootstrap": (low, high),
-        "a_lower": k}``: ``a_lower`` counts the pairs with ``a[i] < b[i]`` (an ordering that
-        holds seed by seed has ``a_lower == n`` or ``0``).
+        A dict with the keys ``mean``, ``sd``, ``n``, ``t95`` and ``bootstrap`` (each a
+        ``(low, high)`` interval) and ``a_lower``, which counts the pairs with
+        ``a[i] < b[i]`` (an ordering that holds seed by seed has ``a_lower == n`` or ``0``).
 
     Raises:
         TypeError: ``a`` or ``b`` is not a sequence of numbers.
@@ -403,8 +403,9 @@ def loss_fingerprint(
     recomputes every stored fingerprint and fails when the code no longer gives it.
 
     Returns:
-        ``{"function": "module.name", "config", "n", "dtype", "commit", "trials":
-        [{"seed", "unit", "losses"}]}``; ``dtype`` (default: ``config["dtype"]`` or
+        A dict with the keys ``function`` (``"module.name"``), ``config``, ``n``, ``dtype``,
+        ``commit`` and ``trials`` (a list of dicts with ``seed``, ``unit`` and ``losses``);
+        ``dtype`` (default: ``config["dtype"]`` or
         ``"float32"``) sets the tolerance of the check.
 
     Example:

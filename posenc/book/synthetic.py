@@ -591,8 +591,9 @@ def best_or_indistinguishable(groups: Mapping[str, Sequence[float]], *, alpha: f
     """Rank groups by mean; call the first ``"best"`` only if a permutation test separates it from the second.
 
     Returns:
-        ``{"order": [names by mean, highest first], "claim": "best" or "indistinguishable",
-        "p": p-value of first against second}``.
+        A dict with the keys ``order`` (the names by mean, highest first), ``claim``
+        (``"best"`` or ``"indistinguishable"``) and ``p`` (the p-value of the first against
+        the second).
 
     Example:
         >>> best_or_indistinguishable({"a": [0.9, 0.91, 0.92, 0.9], "b": [0.5, 0.45, 0.55, 0.5]})["claim"]
@@ -669,8 +670,9 @@ def lr_band(rows: Sequence[Mapping], *, key: str = "beyond_4x") -> dict:
     held-out loss among the rates that fit (among all, if none fits).
 
     Returns:
-        ``{"chosen": lr, "fitting": [lrs], "per_lr": {lr: {"loss", "fit", key}},
-        "band": (min, max) of the mean ``key`` over the fitting rates}``.
+        A dict with the keys ``chosen`` (the learning rate), ``fitting`` (the rates that
+        fit), ``per_lr`` (for each rate a dict of ``loss``, ``fit`` and ``key``) and ``band``
+        (the lowest and highest mean ``key`` over the fitting rates).
 
     Example:
         >>> rows = [{"lr": lr, "seed": s, "acc_1x": 1.0, "heldout_loss": lr * 10, "beyond_4x": b}
