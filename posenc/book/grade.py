@@ -137,7 +137,7 @@ def _compare(
     rtol: float = 1e-7,
     mistakes: dict[str, Any] | None = None,
 ) -> float:
-    """Compare ``got`` with ``expected`` entry by entry; raise :class:`_Fail` unless all match.
+    """Compare ``got`` with ``expected`` entry by entry; raise ``_Fail`` unless all match.
 
     The report names the first wrong entry (computed against expected), the fraction of
     entries right (the score) and the first typical mistake in ``mistakes`` (a dict
@@ -181,7 +181,7 @@ class Exercise:
     ``label`` is ``ex-<chapter>-<n>``; ``alias`` the label of the chapter's exercise it
     implements (or ``None`` for an exercise of the problem set only); ``function`` the
     name the stub gives the student's function; ``grader`` takes that function and returns
-    the score (1.0 when everything matches) or raises :class:`_Fail`.
+    the score (1.0 when everything matches) or raises ``_Fail``.
     """
 
     label: str

@@ -384,7 +384,7 @@ def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, corpus: C
     """The first ``n`` training losses (nats per character) of one run of chapter 7's grid, as it trained them.
 
     Args:
-        config: the grid's ``protocol["config"]`` (a :meth:`TextConfig.to_dict`, as in
+        config: the grid's ``protocol["config"]`` (a :meth:`~posenc.book.engine.TrialConfig.to_dict`, as in
             ``realtext.json``).
         seed: the run's seed.
         n: how many losses.

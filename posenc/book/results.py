@@ -36,6 +36,7 @@ from .._checks import check_int
 from .resources import DATA_DIR, resource_path
 
 __all__ = [
+    "Context",
     "Experiment",
     "Summary",
     "acc_key",
@@ -467,7 +468,7 @@ class Experiment:
     - plans: ``plan`` is a list of units (tuples of str/int) or ``plan(saved)`` returning
       one, asked again after every unit (a plan may grow as results come in, e.g. seeds at a
       learning rate chosen by tuning units);
-    - resumes: a unit whose key (:func:`unit_key`) is in the file's ``units`` (or, for a
+    - resumes: a unit whose key (``unit_key``) is in the file's ``units`` (or, for a
       file written before the harness, whose ``done(saved)`` names it) is skipped;
     - saves atomically after every pack of ``pack`` units (temporary file +
       ``os.replace``), with ``protocol``, ``provenance`` (this session's, with the core-hours

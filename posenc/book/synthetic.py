@@ -77,7 +77,7 @@ __all__ = [
     "wilson_interval",
 ]
 
-#: The schemes of the grid: the learned table is left out, since it cannot run past its length.
+#: The schemes of the grid (the learned table is left out, since it cannot run past its length).
 GRID_SCHEMES = tuple(s for s in SCHEMES if s != "learned")
 
 #: Without (``"plain"``) and with (``"bos"``) a beginning-of-sequence token.
@@ -330,7 +330,7 @@ def _pack(task, scheme, variant, members, protocol):
 def first_losses(config: Mapping, seed: int, n: int, *, task: str, scheme: str, variant: str, lr: float) -> list[float]:
     """The first ``n`` training losses of a trial exactly as :func:`run_grid_pack` trains it (its fingerprint).
 
-    ``config`` is :meth:`GridProtocol.to_dict` (a stored ``length_rule`` entry is ignored).
+    ``config`` is :meth:`~posenc.book.engine.TrialConfig.to_dict` (a stored ``length_rule`` entry is ignored).
     A trial's losses do not depend on the pack it trains in.
 
     Example:
@@ -361,7 +361,7 @@ def run_grid_pack(
     weights of the lowest held-out loss are scored with per-position curves.
 
     Returns:
-        One dict per member: ``losses`` (every training step), ``heldout`` (``[step,
+        One dict per member, with ``losses`` (every training step), ``heldout`` (``[step,
         loss]``), ``trajectory`` (``{"steps", "heldout_loss", acc/beyond keys}``),
         ``best_step``, ``best_loss``, ``best`` / ``final`` (scores with per-position
         curves), ``length_rule``, ``params``, ``seconds`` (the pack's wall time shared

@@ -507,8 +507,9 @@ def grid_split(task: str, split: int) -> TabularSplit:
     return high_frequency_task(n_train=640, n_test=1024, frequency=3.0, shape=task, seed=split)
 
 
-#: The four two-block transformers of the feature-identity experiment (chapter 5), by name: the
-#: settings of :class:`TabularTransformer` besides its 4 features, width 16, d_ff 32 and 2 layers.
+#: The four two-block transformers of the feature-identity experiment of chapter 5, by name
+#: (the settings of :class:`TabularTransformer` besides its 4 features, width 16, d_ff 32 and
+#: 2 layers).
 IDENTITY_MODELS = {
     "shared linear, no identity": {"identity": "none"},
     "shared periodic, no identity": {"identity": "none", "value_embedding": "periodic", "n_frequencies": 8, "sigma": 0.5},

@@ -254,7 +254,7 @@ def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, task: str
     """The first ``n`` training losses of one trial of chapter 6's grid, exactly as it trained them.
 
     Args:
-        config: the grid's ``"config"`` (a :meth:`RunConfig.to_dict`, as in
+        config: the grid's ``"config"`` (a :meth:`~posenc.book.engine.TrialConfig.to_dict`, as in
             ``alternatives.json``); the unit's own settings override it.
         seed: the trial's seed.
         n: how many losses.

@@ -496,7 +496,7 @@ def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, **unit) -
     """The first ``n`` training losses of one run of chapter 8's grid, exactly as it trained them.
 
     Args:
-        config: the grid's ``"config"`` (a :meth:`VisionConfig.to_dict`, as in
+        config: the grid's ``"config"`` (a :meth:`~posenc.book.engine.TrialConfig.to_dict`, as in
             ``vision_resolution.json``).
         seed: the run's seed.
         n: how many losses.

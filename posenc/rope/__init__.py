@@ -8,7 +8,7 @@
   config (layer types, NoPE layers, sections) and :func:`inspect_config` reports it;
 * :mod:`posenc.rope.module`: :class:`RotaryEmbedding`, :func:`apply_rotary`,
   :func:`apply_rotary_tables` and ``rotate``, with the argument checks, and
-  :class:`HuggingFaceRotary`, a drop-in ``rotary_emb`` for Hugging Face models.
+  ``posenc.rope.HuggingFaceRotary``, a drop-in ``rotary_emb`` for Hugging Face models.
 """
 
 from .core import RotaryTables

@@ -98,7 +98,7 @@ class LayerRoPE:
 
     @property
     def trained_length(self) -> int | None:
-        """The pretraining length: the scaling's ``original_max_position_embeddings``; the
+        """The pretraining length, which is the scaling's ``original_max_position_embeddings``; the
         config's ``max_position_embeddings`` when nothing extends it (no scaling, or
         ``"proportional"`` with factor 1); ``None`` for a scaling that does not say what
         length it extends (``"linear"``, NTK-alpha)."""

@@ -223,7 +223,7 @@ class RotaryEmbedding(nn.Module):
 
     def reset_parameters(self) -> None:
         """Recompute the buffers (after meta-device initialisation, or a cast of the tables that
-        bypassed :meth:`torch.nn.Module._apply`, such as FSDP's ``buffer_dtype``)."""
+        bypassed ``torch.nn.Module._apply``, such as FSDP's ``buffer_dtype``)."""
         self._float32_buffers()
         if self.cos.device.type == "meta":
             return
@@ -384,7 +384,7 @@ class RotaryEmbedding(nn.Module):
         half layout (Llama, Qwen, GPT-NeoX, Phi), each pair's value twice in a row for the
         interleaved one (GPT-J's ``repeat_interleave``). posenc's angles (exact at any
         position), cast to ``dtype`` at the end as Hugging Face does with ``x.dtype``.
-        :class:`HuggingFaceRotary` puts them in place of a model's ``rotary_emb``.
+        ``posenc.rope.HuggingFaceRotary`` puts them in place of a model's ``rotary_emb``.
 
         Example:
             >>> cos, sin = RotaryEmbedding(8).hf_tables(torch.arange(3)[None])
