@@ -620,7 +620,7 @@ def _public_callables(modules: tuple[str, ...] | None = None) -> set[str]:
 def test_every_public_callable_is_probed():
     assert PROBED <= _public_callables(), sorted(PROBED - _public_callables())
     assert len(PROBED) >= 100, len(PROBED)
-    missing = sorted(_public_callables(SHARED) - PROBED - {"FitResult", "Summary"})  # returned, not called
+    missing = sorted(_public_callables(SHARED) - PROBED - {"Context", "FitResult", "Summary"})  # returned or handed over, not called by a user
     assert not missing, f"shared callables without a bad-input case in this file: {missing}"
     newer = sorted(_public_callables() - PROBED)
     if newer:  # chapter functions added after these cases: they carry their own bad-input tests
