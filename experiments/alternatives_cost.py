@@ -1,33 +1,36 @@
 """Chapter 6's cost benchmark: parameters and time per training step of every positional scheme.
 
-    python experiments/alternatives_cost.py      # writes posenc/book/data/alternatives_cost.json
+    python experiments/alternatives_cost.py           # writes posenc/book/data/alternatives_cost.json
+    python experiments/alternatives_cost.py --quick   # a smoke run (two lengths, one step), nothing saved
 
 One training step (forward, backward, Adam update) of the chapter's model, batch 32, one
-thread, at several sequence lengths. The repetitions are interleaved (every repetition
-times every scheme at every length, in a shuffled order) so that a slow phase of the
-machine affects all schemes alike; the reported time is the median over repetitions of
-the mean over ``--steps`` steps, with the spread of the repetitions (min, max).
+thread, at several sequence lengths. A unit is one repetition (``rep:<i>``): it times every
+scheme at every length in a shuffled order, so that a slow phase of the machine affects all
+schemes alike. The rows are the median over the repetitions saved of the mean over
+:data:`STEPS` steps, with the spread of the repetitions (min, max); the raw times are kept
+under ``times``. The units run under :class:`posenc.book.results.Experiment`, which saves after
+every pack and resumes.
 """
 
 from __future__ import annotations
 
-import argparse
+import functools
 import os
 import platform
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-from posenc.book import results as res
-from posenc.book.resources import DATA_DIR  # the saved results ship with posenc.book
 from posenc.book.models import SCHEMES, count_parameters
+from posenc.book.resources import DATA_DIR  # the saved results ship with posenc.book
+from posenc.book.results import Experiment
 from posenc.book.training import RunConfig
 
-HERE = Path(__file__).resolve().parent
+LENGTHS = (16, 32, 64, 128, 256, 512)
+REPEATS, STEPS, BATCH = 5, 4, 32
+QUICK_LENGTHS, QUICK_STEPS = (16, 32), 1
 
 
 def time_steps(model: torch.nn.Module, length: int, batch: int, steps: int, generator: torch.Generator) -> float:
@@ -53,67 +56,73 @@ def time_steps(model: torch.nn.Module, length: int, batch: int, steps: int, gene
     return (time.perf_counter() - start) / steps
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", type=int, nargs="*", default=[16, 32, 64, 128, 256, 512])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--machine", default=None)
-    parser.add_argument("--out", type=Path, default=DATA_DIR / "alternatives_cost.json")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    generator = torch.Generator().manual_seed(0)
-    config = RunConfig()
-    models = {}
-    for length in args.lengths:
-        for scheme in SCHEMES:
-            extra = {"randomized_max_len": max(256, length)} if scheme == "randomized" else {}
-            torch.manual_seed(0)
-            models[scheme, length] = RunConfig(train_len=length, extra=extra).model(scheme)
-    times: dict[tuple, list[float]] = {key: [] for key in models}
-    order = list(models)
-    rng = random.Random(0)
-    t0 = time.perf_counter()
-    for rep in range(args.repeats):
-        rng.shuffle(order)
-        for key in order:
-            times[key].append(time_steps(models[key], key[1], args.batch, args.steps, generator))
-        print(f"repetition {rep + 1}/{args.repeats} done ({time.perf_counter() - t0:.0f} s)", flush=True)
-    rows = []
-    for (scheme, length), ts in sorted(times.items(), key=lambda kv: (kv[0][1], SCHEMES.index(kv[0][0]))):
-        model = models[scheme, length]
-        rows.append(
-            {
-                "scheme": scheme,
-                "length": length,
-                "ms_per_step": round(1000 * statistics.median(ts), 3),
-                "ms_min": round(1000 * min(ts), 3),
-                "ms_max": round(1000 * max(ts), 3),
-                "params": count_parameters(model),
-                "scheme_params": model.scheme_parameters(),
-            }
-        )
-    for length in args.lengths:
-        print(f"length {length:4d}: " + " ".join(f"{r['scheme']}={r['ms_per_step']:.1f}" for r in rows if r["length"] == length))
-    res.write_results(
-        args.out,
-        rows,
-        description="Time per training step (forward, backward, Adam; batch "
-        f"{args.batch}, one thread) of the chapter-6 model per scheme and sequence length: median over "
-        f"{args.repeats} interleaved repetitions of the mean over {args.steps} steps. Parameters: the whole "
-        "model and the positional scheme's own (learned embeddings sized to the length). Machine-dependent.",
-        command="python experiments/alternatives_cost.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        config={"d_model": config.d_model, "n_heads": config.n_heads, "n_layers": config.n_layers,
-                "vocab_size": config.vocab_size, "batch": args.batch, "steps": args.steps, "repeats": args.repeats},
-        machine=args.machine or f"{platform.machine()} {platform.processor() or ''}".strip(),
-        cpus=os.cpu_count(),
-        torch=torch.__version__,
-        wall_seconds=round(time.perf_counter() - t0, 1),
-    )
-    print(f"wrote {args.out}")
-    return 0
+@functools.cache
+def model(scheme: str, length: int) -> torch.nn.Module:
+    """The chapter's model for ``scheme`` at sequence length ``length`` (seed 0; built once per session)."""
+    extra = {"randomized_max_len": max(256, length)} if scheme == "randomized" else {}
+    torch.manual_seed(0)
+    return RunConfig(train_len=length, extra=extra).model(scheme)
 
+
+def run_unit(unit: tuple, ctx) -> dict:
+    """One repetition: every scheme at every length, in an order shuffled by the repetition's number."""
+    _, rep = unit
+    lengths, steps = (QUICK_LENGTHS, QUICK_STEPS) if ctx.quick else (LENGTHS, STEPS)
+    order = [(scheme, length) for length in lengths for scheme in SCHEMES]
+    random.Random(rep).shuffle(order)
+    generator = torch.Generator().manual_seed(rep)
+    times = [{"rep": rep, "scheme": scheme, "length": length,
+              "ms": round(1000 * time_steps(model(scheme, length), length, BATCH, steps, generator), 3)}
+             for scheme, length in order]
+    ctx.log(f"repetition {rep}: " + " ".join(f"{t['scheme']}@{t['length']}={t['ms']:.1f}" for t in times))
+    return {"times": times}
+
+
+def rows(saved: dict) -> list[dict]:
+    """One row per scheme and length from the repetitions in ``saved["times"]`` (the saved rows if none)."""
+    if not saved.get("times"):  # a file written before the harness keeps its rows
+        return saved["rows"]
+    out = []
+    for length in LENGTHS:
+        for scheme in SCHEMES:
+            ms = [t["ms"] for t in saved["times"] if (t["scheme"], t["length"]) == (scheme, length)]
+            if ms:
+                m = model(scheme, length)
+                out.append({"scheme": scheme, "length": length, "ms_per_step": round(statistics.median(ms), 3),
+                            "ms_min": min(ms), "ms_max": max(ms), "params": count_parameters(m),
+                            "scheme_params": m.scheme_parameters()})
+    return out
+
+
+def measured(key: str, value: object):
+    """Metadata ``key``: ``value`` (a value or a function of the results) once this harness has timed
+    repetitions; the saved value in a file written before it (so ``--stamp`` keeps the machine that ran)."""
+    return lambda saved: (value(saved) if callable(value) else value) if saved.get("times") else saved.get(key)
+
+
+def setup(quick: bool) -> None:
+    torch.set_num_threads(1)
+
+
+CONFIG = RunConfig()
+EXPERIMENT = Experiment(
+    "alternatives_cost", DATA_DIR / "alternatives_cost.json", run_unit, [("rep", i) for i in range(REPEATS)],
+    pack=1, setup=setup,
+    done=lambda saved: [] if "times" in saved else [f"rep:{i}" for i in range(saved.get("config", {}).get("repeats", 0))],
+    metadata={"rows": rows} | {key: measured(key, value) for key, value in {
+        "description": f"Time per training step (forward, backward, Adam; batch {BATCH}, one thread) of the "
+        f"chapter-6 model per scheme and sequence length: median over {REPEATS} interleaved repetitions of "
+        f"the mean over {STEPS} steps. Parameters: the whole model and the positional scheme's own (learned "
+        "embeddings sized to the length). Machine-dependent.",
+        "command": "python experiments/alternatives_cost.py",
+        "config": {"d_model": CONFIG.d_model, "n_heads": CONFIG.n_heads, "n_layers": CONFIG.n_layers,
+                   "vocab_size": CONFIG.vocab_size, "batch": BATCH, "steps": STEPS, "repeats": REPEATS},
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "wall_seconds": lambda saved: round(sum(u["wall_seconds"] for u in saved["units"]), 1),
+    }.items()},
+)
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(EXPERIMENT.main())
