@@ -57,6 +57,7 @@ __all__ = [
     "TabularTransformer",
     "diabetes_split",
     "feature_identity_task",
+    "feature_subset",
     "fit_regressor",
     "high_frequency_task",
     "log_uniform_candidates",
@@ -901,15 +902,21 @@ def tuning_report(
     ``"median_best_step"``, and ``"lowest"``/``"highest"``: for every tuned
     hyperparameter in ``names``, on how many splits the chosen value was the smallest
     (largest) of the candidates tried. A range that brackets the optimum puts few
-    choices at its ends.
+    choices at its ends. ``"margin"`` (an array, one entry per split) is the chosen
+    candidate's validation R^2 minus the best of the other candidates' (present when the
+    search rows carry ``"val_r2"``): a margin far below the validation score's standard
+    error means the choice is a coin toss, and counts at the ends say nothing.
 
     Example:
         >>> rows = [{"task": "t", "split": 0, "model": "m", "stage": "search", "candidate": i,
-        ...          "lr": lr, "best_step": 10 * (i + 1)} for i, lr in enumerate([1e-3, 1e-2])]
+        ...          "lr": lr, "best_step": 10 * (i + 1), "val_r2": 0.4 + 0.1 * i}
+        ...         for i, lr in enumerate([1e-3, 1e-2])]
         >>> rows.append({"task": "t", "split": 0, "model": "m", "stage": "refit", "chosen": 1})
         >>> out = tuning_report(rows, task="t")["m"]
         >>> out["median_best_step"], out["lowest"], out["highest"]
         (20.0, {'lr': 0}, {'lr': 1})
+        >>> out["margin"].round(3)
+        array([0.1])
     """
     rows = [r for r in check_rows("rows", rows) if r.get("task") == task]
     search: dict[tuple, list] = {}
@@ -922,8 +929,13 @@ def tuning_report(
         chosen = [c for c in candidates if c["candidate"] == r["chosen"]]
         if len(chosen) != 1:
             raise ValueError(f"split {r['split']}, model {r['model']!r}: chosen candidate {r['chosen']} not among the search rows")
-        report = out.setdefault(str(r["model"]), {"splits": [], "best_step": [], "lowest": {}, "highest": {}})
+        report = out.setdefault(
+            str(r["model"]), {"splits": [], "best_step": [], "lowest": {}, "highest": {}, "margin": []}
+        )
         report["splits"].append(int(r["split"]))
+        others = [float(c["val_r2"]) for c in candidates if c is not chosen[0] and "val_r2" in c]
+        if others and "val_r2" in chosen[0]:
+            report["margin"].append(float(chosen[0]["val_r2"]) - max(others))
         report["best_step"].append(int(chosen[0]["best_step"]))
         for name in names:
             if name in chosen[0]:
@@ -935,6 +947,7 @@ def tuning_report(
     for report in out.values():
         report["splits"] = np.array(report["splits"])
         report["best_step"] = np.array(report["best_step"])
+        report["margin"] = np.array(report["margin"])
         report["median_best_step"] = float(np.median(report["best_step"]))
     return out
 
@@ -1006,6 +1019,35 @@ def validation_split(data: TabularSplit, n_validation: int) -> TabularSplit:
     return TabularSplit(
         data.x_train[:k], data.y_train[:k], data.x_train[k:], data.y_train[k:], data.feature_names,
         f"{data.name}, validation",
+    )
+
+
+def feature_subset(data: TabularSplit, columns: Sequence[int]) -> TabularSplit:
+    """The same rows and targets with only the given feature columns, in that order.
+
+    A control for distractor features: train a model on the columns the target depends
+    on and compare it with the model that also sees the others.
+
+    Example:
+        >>> wave = high_frequency_task(n_train=8, n_test=4, seed=0)
+        >>> feature_subset(wave, [0, 1]).x_train.shape
+        torch.Size([8, 2])
+    """
+    data = check_split("data", data)
+    if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence) or len(columns) == 0:
+        raise TypeError(f"columns must be a non-empty sequence of column indices, got {columns!r}")
+    n = data.n_features
+    for c in columns:
+        if isinstance(c, bool) or not isinstance(c, numbers.Integral):
+            raise TypeError(f"columns must hold integers, got {c!r}")
+        if not 0 <= c < n:
+            raise ValueError(f"columns must lie in 0..{n - 1}, got {c}")
+    if len(set(columns)) != len(columns):
+        raise ValueError(f"columns must not repeat, got {list(columns)}")
+    keep = [int(c) for c in columns]
+    return TabularSplit(
+        data.x_train[:, keep], data.y_train, data.x_test[:, keep], data.y_test,
+        [data.feature_names[c] for c in keep], f"{data.name}, columns {keep}",
     )
 
 

@@ -335,3 +335,30 @@ def test_tuning_report_counts_range_ends():
         tuning_report(rows + [{"task": "t", "split": 2, "model": "m", "stage": "refit", "chosen": 5}], task="t")
     with pytest.raises(ValueError, match="no refit rows"):
         tuning_report(rows, task="other")
+
+
+def test_feature_subset_keeps_rows_and_targets():
+    data = tabular.high_frequency_task(n_train=16, n_test=8, seed=0)
+    sub = tabular.feature_subset(data, [1, 0])
+    assert torch.equal(sub.x_train, data.x_train[:, [1, 0]])
+    assert torch.equal(sub.y_test, data.y_test)
+    assert sub.feature_names == [data.feature_names[1], data.feature_names[0]]
+
+
+@pytest.mark.parametrize(
+    "columns, error", [([], TypeError), ("01", TypeError), ([0, 0], ValueError), ([4], ValueError), ([1.0], TypeError)]
+)
+def test_feature_subset_rejects_bad_columns(columns, error):
+    data = tabular.high_frequency_task(n_train=16, n_test=8, seed=0)
+    with pytest.raises(error, match="columns"):
+        tabular.feature_subset(data, columns)
+
+
+def test_tuning_report_margin_is_chosen_minus_runner_up():
+    rows = [
+        {"task": "t", "split": 0, "model": "m", "stage": "search", "candidate": i, "lr": lr, "best_step": 10,
+         "val_r2": v}
+        for i, (lr, v) in enumerate([(1e-3, 0.5), (1e-2, 0.45), (3e-2, 0.3)])
+    ]
+    rows.append({"task": "t", "split": 0, "model": "m", "stage": "refit", "chosen": 0})
+    assert tabular.tuning_report(rows, task="t")["m"]["margin"] == pytest.approx([0.05])
