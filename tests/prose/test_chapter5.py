@@ -259,3 +259,5 @@ def test_diabetes_tuning_residue():
     report = tabular.tuning_report(rows)
     margins = np.concatenate([rep["margin"] for rep in report.values()])
     assert len(margins) == 5 * N_SPLITS and round(float(np.median(margins)), 3) == 0.009
+    refit_steps = np.concatenate([rep["best_step"] for rep in report.values()])
+    assert int((refit_steps <= 20).sum()) == 14  # refits that train for 20 steps or fewer
