@@ -148,12 +148,14 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
 def alibi_bias(
     n_heads: int,
-    q_len: int,
+    q_len: int | None = None,
     k_len: int | None = None,
     *,
     bidirectional: bool = False,
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
+    q_positions: torch.Tensor | None = None,
+    k_positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The ALiBi score bias ``-m_h * distance`` for every head, query and key.
 
@@ -165,16 +167,27 @@ def alibi_bias(
     ``k_len > q_len`` the queries are aligned to the end of the keys, as in cached
     decoding.
 
+    With ``q_positions`` and/or ``k_positions`` the distance is that of the positions
+    given, ``q_positions[i] - k_positions[j]``, not of the indices: packed sequences
+    (positions restarting at 0), left padding, a cache whose keys are not ``0 .. k_len - 1``,
+    or irregular times (floating-point positions). One of them alone serves for both
+    (self-attention); with the positions of the length form, ``arange(k_len - q_len,
+    k_len)`` and ``arange(k_len)``, the result is the length form's.
+
     Args:
         n_heads: number of heads (>= 1).
-        q_len: number of queries (>= 1).
+        q_len: number of queries (>= 1; may be left out when positions are given).
         k_len: number of keys (>= ``q_len``; defaults to ``q_len``).
         bidirectional: the symmetric form ``-m_h * |i - j|``.
         device, dtype: of the result (default: CPU, float32). The slopes are rounded
             to float32 first, as in BLOOM, whatever ``dtype``.
+        q_positions: positions of the queries, integer or floating-point, ``(q_len,)`` or
+            ``(batch, q_len)``, on ``device``.
+        k_positions: positions of the keys, ``(k_len,)`` or ``(batch, k_len)``, likewise.
 
     Returns:
-        Tensor of shape ``(n_heads, q_len, k_len)``, to be added to the attention scores
+        Tensor of shape ``(n_heads, q_len, k_len)`` (``(batch, n_heads, q_len, k_len)``
+        when a positions tensor has a batch), to be added to the attention scores
         ``q . k / sqrt(d)`` before the softmax.
 
     Example:
@@ -191,11 +204,21 @@ def alibi_bias(
         >>> mask = alibi_bias(4, 5).masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
         >>> F.scaled_dot_product_attention(q, k, v, attn_mask=mask).shape
         torch.Size([1, 4, 5, 8])
+
+        Two packed sequences of lengths 2 and 3 (positions restart at 0); the keys of the
+        other sequence are for a block-diagonal mask to remove:
+
+        >>> alibi_bias(1, q_positions=torch.tensor([0, 1, 0, 1, 2]))[0, 4]
+        tensor([-0.0078, -0.0039, -0.0078, -0.0039,  0.0000])
     """
     bidirectional = check_bool("bidirectional", bidirectional)
     dtype = check_float_dtype("dtype", dtype)
     device = check_device("device", device)
     n_heads = check_int("n_heads", n_heads)
+    if q_positions is not None or k_positions is not None:
+        rel = _position_offsets(q_positions, k_positions, q_len, k_len, n_heads, dtype=dtype or torch.float32,
+                                device=device, floating=True)
+        return _alibi_from_offsets(alibi_slopes(n_heads).to(device=rel.device), rel, bidirectional, dtype)
     _check_lengths(q_len, k_len, n_heads, dtype=dtype or torch.float32, device=device)
     return _alibi_from_slopes(alibi_slopes(n_heads).to(device=device), q_len, k_len, bidirectional, dtype)
 
@@ -219,6 +242,78 @@ def _alibi_from_slopes(
     for h in range(slopes.shape[0]):  # the same float32 products as above, one head at a time
         out[h].copy_(slopes[h] * rel)
     return out
+
+
+def _check_position_tensor(name: str, positions: object, *, floating: bool) -> torch.Tensor:
+    """A checked positions tensor of shape ``(len,)`` or ``(batch, len)``."""
+    kinds = "integer or floating-point" if floating else "integer"
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(
+            f"{name} must be an {kinds} torch.Tensor of shape (len,) or (batch, len), got {type(positions).__name__}"
+        )
+    if positions.dtype == torch.bool or positions.is_complex() or (positions.is_floating_point() and not floating):
+        raise TypeError(f"{name} must hold {'real numbers' if floating else 'integers'}, got dtype {positions.dtype}")
+    if positions.ndim not in (1, 2) or positions.shape[-1] == 0:
+        raise ValueError(f"{name} must have shape (len,) or (batch, len) with len >= 1, got {tuple(positions.shape)}")
+    if positions.is_floating_point() and should_check_values(None, positions) and not bool(positions.isfinite().all()):
+        raise ValueError(f"{name} must be finite, got a nan or infinite value")
+    return positions
+
+
+def _position_offsets(
+    q_positions: object,
+    k_positions: object,
+    q_len: int | None,
+    k_len: int | None,
+    *heads: int,
+    dtype: torch.dtype,
+    device: torch.device | None,
+    floating: bool = False,
+) -> torch.Tensor:
+    """Offsets ``k_positions[j] - q_positions[i]``, shape ``(q_len, k_len)`` or ``(batch, q_len, k_len)``.
+
+    One positions tensor alone is both (self-attention); a length given must equal the last
+    dimension of its positions.
+    """
+    given = {}
+    for name, pos in (("q_positions", q_positions), ("k_positions", k_positions)):
+        if pos is not None:
+            given[name] = _check_position_tensor(name, pos, floating=floating)
+    if device is not None and any(p.device != device for p in given.values()):
+        name, pos = next((n, p) for n, p in given.items() if p.device != device)
+        raise ValueError(f"{name} must be on the bias's device ({device}), got {pos.device}")
+    if len(given) == 2 and given["q_positions"].device != given["k_positions"].device:
+        raise ValueError(
+            f"k_positions must be on q_positions' device ({given['q_positions'].device}), got {given['k_positions'].device}"
+        )
+    if q_positions is None or k_positions is None:  # self-attention: the queries are the keys
+        q_positions = k_positions = next(iter(given.values()))
+    for name, pos, length in (("q", q_positions, q_len), ("k", k_positions, k_len)):
+        if length is not None and check_int(f"{name}_len", length) != pos.shape[-1]:
+            raise ValueError(
+                f"{name}_len must equal the last dimension of {name}_positions ({pos.shape[-1]}), got {length}"
+            )
+    q_len, k_len, at = q_positions.shape[-1], k_positions.shape[-1], q_positions.device
+    if q_positions.ndim == 2 and k_positions.ndim == 2 and q_positions.shape[0] != k_positions.shape[0]:
+        raise ValueError(
+            f"k_positions must have the batch of q_positions ({q_positions.shape[0]}), got {k_positions.shape[0]}"
+        )
+    batch = [p.shape[0] for p in (q_positions, k_positions) if p.ndim == 2][:1]
+    check_memory("the bias table (batch, n_heads, q_len, k_len)" if batch else "the bias table (n_heads, q_len, k_len)",
+                 *batch, *heads, q_len, k_len, dtype=dtype, device=at, scratch=20 * max(batch or [1]) * q_len * k_len)
+    if q_positions.is_floating_point() or k_positions.is_floating_point():
+        common = torch.promote_types(q_positions.dtype, k_positions.dtype)
+        q_positions, k_positions = q_positions.to(common), k_positions.to(common)
+    else:
+        q_positions, k_positions = q_positions.long(), k_positions.long()
+    return k_positions[..., None, :] - q_positions[..., :, None]
+
+
+def _alibi_from_offsets(slopes: torch.Tensor, rel: torch.Tensor, bidirectional: bool, dtype: torch.dtype | None) -> torch.Tensor:
+    """``-slope * distance`` from offsets ``(..., q_len, k_len)``: ``(..., n_heads, q_len, k_len)``."""
+    rel = -rel.abs() if bidirectional else rel.clamp(max=0)
+    bias = slopes.to(torch.float32)[:, None, None] * rel.to(torch.float32)[..., None, :, :]
+    return bias if dtype is None else bias.to(dtype)
 
 
 ScoreMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -328,6 +423,8 @@ class ALiBiBias(AttentionBias):
     Shapes:
         ``forward(q_len, k_len=None, *, dtype=None)``: ``(n_heads, q_len, k_len)`` on the
         module's device, float32 unless ``dtype`` says otherwise.
+        ``forward(*, q_positions=..., k_positions=...)``: the bias at those positions, as
+        :func:`alibi_bias` takes them (``(batch, n_heads, q_len, k_len)`` with a batch).
         ``score_bias(q, k_len=None)``: the same on ``q``'s device and in its dtype, for
         queries ``(..., n_heads, q_len, head_dim)``.
 
@@ -370,8 +467,20 @@ class ALiBiBias(AttentionBias):
             return self.slopes
         return alibi_slopes(self.n_heads).to(self.slopes.device)
 
-    def forward(self, q_len: int, k_len: int | None = None, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        q_len: int | None = None,
+        k_len: int | None = None,
+        *,
+        dtype: torch.dtype | None = None,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         dtype = check_float_dtype("dtype", dtype)
+        if q_positions is not None or k_positions is not None:
+            rel = _position_offsets(q_positions, k_positions, q_len, k_len, self.n_heads,
+                                    dtype=dtype or torch.float32, device=self.slopes.device, floating=True)
+            return _alibi_from_offsets(self._exact_slopes(), rel, self.bidirectional, dtype)
         _check_lengths(q_len, k_len, self.n_heads, dtype=dtype or torch.float32, device=self.slopes.device)
         return _alibi_from_slopes(self._exact_slopes(), q_len, k_len, self.bidirectional, dtype)
 
@@ -484,11 +593,17 @@ class T5RelativeBias(AttentionBias):
         ``weight``: ``(num_buckets, n_heads)``.
         ``forward(q_len, k_len=None)``: returns ``(n_heads, q_len, k_len)``, the bias to add
         to the attention scores (queries aligned to the end of the keys).
+        ``forward(*, q_positions=..., k_positions=...)``: the bias of the offsets between
+        integer positions ``(q_len,)`` or ``(batch, q_len)`` and ``(k_len,)`` or
+        ``(batch, k_len)`` (one alone serves for both), for packing, left padding or a cache: ``(n_heads, q_len, k_len)``, or ``(batch, n_heads, q_len, k_len)`` with a
+        batch.
 
     Example:
         >>> bias = T5RelativeBias(4, bidirectional=False)
         >>> bias(3, 5).shape
         torch.Size([4, 3, 5])
+        >>> bias(q_positions=torch.tensor([[0, 1, 2], [0, 0, 1]])).shape  # the second left-padded
+        torch.Size([2, 4, 3, 3])
     """
 
     def __init__(
@@ -525,7 +640,20 @@ class T5RelativeBias(AttentionBias):
             max_distance=self.max_distance,
         )
 
-    def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        q_len: int | None = None,
+        k_len: int | None = None,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if q_positions is not None or k_positions is not None:
+            rel = _position_offsets(q_positions, k_positions, q_len, k_len, self.n_heads,
+                                    dtype=self.weight.dtype, device=self.weight.device)
+            buckets = t5_relative_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
+                                         max_distance=self.max_distance)
+            return self.weight[buckets].movedim(-1, -3)
         _check_lengths(q_len, k_len, self.n_heads, dtype=self.weight.dtype, device=self.weight.device)
         return self.weight[self.buckets(q_len, k_len)].permute(2, 0, 1)
 
