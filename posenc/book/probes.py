@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
 from .._checks import check_choice, check_int
 from ._validate import check_module, check_real, check_seed, check_tensor
 from ..attention import SelfAttention
+from ..rotary import rotary_frequencies
 from ..sinusoidal import sinusoidal_encoding
 from .engine import seeded
 
@@ -28,6 +30,10 @@ __all__ = [
     "ROPE_PROBE_TASKS",
     "HybridRopeNope",
     "attention_score_terms",
+    "dynamic_rope_float32_error",
+    "first_sign_change",
+    "tf32_angle_error",
+    "tf32_round",
     "mean_score_by_offset",
     "previous_token_chance",
     "rope_pair_usage",
@@ -588,3 +594,105 @@ class HybridRopeNope(nn.Module):
 
     def extra_repr(self) -> str:
         return f"rope_layers={self.rope_layers}"
+
+
+def tf32_round(x: torch.Tensor) -> torch.Tensor:
+    """float32 ``x`` rounded to TF32, the tensor-core input format: 10 stored mantissa bits.
+
+    Round to nearest, ties away from zero, on the bit pattern (the exponent is float32's,
+    so the range is unchanged); integers are exact up to 2,048, then spaced 2, 4, 8, ...
+
+    Example:
+        >>> tf32_round(torch.tensor([2048.0, 2049.0, 16_383.0])).tolist()
+        [2048.0, 2050.0, 16384.0]
+    """
+    x = check_tensor("x", x, finite=False)
+    if x.dtype != torch.float32:
+        raise TypeError(f"x must be a float32 tensor, got {x.dtype}")
+    bits = x.view(torch.int32)
+    return ((bits + (1 << 12)) & ~((1 << 13) - 1)).view(torch.float32)
+
+
+def tf32_angle_error(n: int, *, head_dim: int = 128, base: float = 500_000.0) -> np.ndarray:
+    """|angle error| (rad, wrapped to ``[0, pi]``) of RoPE angles formed by a TF32 matmul.
+
+    The emulation of ``inv_freq @ positions`` on a tensor core: both inputs rounded to
+    TF32, the product (one term, so no sum) formed and kept in float32, compared with
+    float64 angles. Returns an array ``(n, head_dim // 2)`` for positions ``0 .. n-1``.
+
+    Example:
+        >>> err = tf32_angle_error(4096, head_dim=8)
+        >>> bool(err[:2049].max() < 0.05 < 0.5 < err.max())
+        True
+    """
+    n = check_int("n", n, minimum=1)
+    head_dim = check_int("head_dim", head_dim, minimum=2)
+    base = check_real("base", base, low=1.0, low_open=True)
+    w = torch.from_numpy(rotary_frequencies(head_dim, base=base))
+    m = torch.arange(n, dtype=torch.float32)
+    tf32 = (tf32_round(m)[:, None] * tf32_round(w.float())[None, :]).double()
+    exact = torch.arange(n, dtype=torch.float64)[:, None] * w
+    return (torch.remainder(tf32 - exact + math.pi, 2 * math.pi) - math.pi).abs().numpy()
+
+
+def dynamic_rope_float32_error(
+    length: int, *, head_dim: int = 128, base: float = 500_000.0, factor: float = 8.0,
+    original: int = 8192, seq: int = 64, seed: int = 0,
+) -> dict[str, float]:
+    """Largest difference between float32 and float64 RoPE of ``posenc`` at positions just below ``length``.
+
+    Rotates ``seq`` standard-normal vectors at positions ``length - seq .. length - 1``
+    with :class:`posenc.RotaryEmbedding`, once in float32 and once in float64, plain and
+    with dynamic NTK (``factor`` from ``original`` positions); returns the max absolute
+    difference for each, keys ``"plain"`` and ``"dynamic"``.
+
+    Example:
+        >>> err = dynamic_rope_float32_error(2**14, head_dim=16)
+        >>> bool(err["plain"] < 1e-5)
+        True
+    """
+    from ..rope import RotaryEmbedding
+    from ..rope import scaling as sc
+
+    length = check_int("length", length, minimum=2)
+    seq = check_int("seq", seq, minimum=1)
+    if seq > length:
+        raise ValueError(f"seq must be at most length={length}, got {seq}")
+    gen = torch.Generator().manual_seed(check_seed("seed", seed))
+    x = torch.randn(1, 1, seq, head_dim, dtype=torch.float64, generator=gen)
+    pos = torch.arange(length - seq, length)
+    ropes = {
+        "plain": RotaryEmbedding(head_dim, base=base),
+        "dynamic": RotaryEmbedding(
+            head_dim, base=base, scaling=sc.Dynamic(factor=factor, original_max_position_embeddings=original)
+        ),
+    }
+    return {
+        k: float((r(x.float(), positions=pos).double() - r(x, positions=pos)).abs().max())
+        for k, r in ropes.items()
+    }
+
+
+def first_sign_change(base: float, head_dim: int = 128, max_dist: int = 60_000) -> dict[str, float]:
+    """Where the mean over the pairs of ``cos(r * omega_i)`` first turns negative.
+
+    Returns a dict with ``"distance"`` (the first ``r`` with a negative mean, 0 if none
+    up to ``max_dist``), ``"width"`` (how many consecutive distances stay negative there)
+    and ``"depth"`` (the most negative mean in that run).
+
+    Example:
+        >>> first_sign_change(10_000.0)["distance"]
+        1707
+    """
+    base = check_real("base", base, low=1.0, low_open=True)
+    head_dim = check_int("head_dim", head_dim, minimum=2)
+    max_dist = check_int("max_dist", max_dist, minimum=1)
+    w = rotary_frequencies(head_dim, base=base)
+    r = np.arange(max_dist + 1)
+    mean = np.cos(r[:, None] * w).mean(axis=1)
+    neg = mean < 0
+    if not neg.any():
+        return {"distance": 0, "width": 0, "depth": 0.0}
+    r0 = int(np.argmax(neg))
+    end = r0 + int(np.argmax(~neg[r0:])) if (~neg[r0:]).any() else max_dist + 1
+    return {"distance": r0, "width": end - r0, "depth": float(mean[r0:end].min())}

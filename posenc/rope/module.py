@@ -111,7 +111,7 @@ def _tables_at(
         return cos, sin
     if isinstance(scaling, sc.LongRoPE):
         lc, ls = cos_sin(p, buffers["long_turns"], buffers["long_inv_freq"], factor)
-    else:  # dynamic: float32 frequencies on the device, as transformers computes them
+    else:  # dynamic: float32 frequencies and angles on the device, as transformers computes them (not exact)
         angles = p.to(torch.float32)[..., None] * _grown(scaling, buffers["inv_freq"], p.max() + 1)
         lc, ls = torch.cos(angles), torch.sin(angles)
     return torch.where(longer, lc, cos), torch.where(longer, ls, sin)
@@ -160,8 +160,12 @@ class RotaryEmbedding(nn.Module):
 
     ``forward`` never assigns to the module (thread-safe, one graph under
     ``torch.compile``); a module cast such as ``.half()`` keeps the tables in float32.
-    ``"dynamic"`` scaling beyond its length computes its frequencies in float32 on the
-    device, as ``transformers`` does; ``transformers`` also keeps the grown frequencies
+    ``"dynamic"`` scaling beyond its length is the one path whose float32 angles are not
+    exact: its frequencies depend on the call's positions, so they are grown on the
+    device in float32 and multiplied by float32 positions, as ``transformers`` does (with
+    ``base=5e5``, ``head_dim=128``, factor 8 from 8,192 the rotated vectors differ from
+    float64 by about 0.1 at position ``2**20`` and 2 at ``10 * 2**20``); float64 inputs
+    give exact angles there too. ``transformers`` also keeps the grown frequencies
     between calls, posenc does not.
 
     Example:

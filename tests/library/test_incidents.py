@@ -363,6 +363,35 @@ def test_positions_in_16_bit_floats_are_refused():
             rope(torch.randn(1, 4, 32), positions=torch.arange(4).to(dtype))
 
 
+def _tf32(x: torch.Tensor) -> torch.Tensor:
+    """float32 ``x`` rounded to TF32's 10 stored mantissa bits (to nearest, ties away from zero)."""
+    return ((x.view(torch.int32) + (1 << 12)) & ~((1 << 13) - 1)).view(torch.float32)
+
+
+def test_tf32_matmul_rounds_rope_positions():
+    """transformers #48428: the angles ``inv_freq @ position_ids``, a float32 matmul, may run
+    in TF32 under ``torch.set_float32_matmul_precision("high")``; positions above 2,048 are
+    then rounded. Emulated (both inputs rounded to TF32, the product in float32), base
+    500,000 and head size 128: the angles at positions below 16,384 are off by up to pi,
+    and the rotated vectors by up to 2 times their largest coordinate. posenc forms no
+    matmul: its rotation at the same positions is at the float32 floor."""
+    inv = _inv_freq(128, 500_000.0)
+    pos = torch.arange(16_384)
+    exact = pos[:, None].to(DT) * inv
+    tf32 = (_tf32(pos.float())[:, None] * _tf32(inv.float())[None]).to(DT)
+    wrapped = torch.remainder(tf32 - exact + math.pi, 2 * math.pi) - math.pi
+    assert round(float(wrapped.abs().max()), 2) == 3.14
+    assert float(wrapped[:2048].abs().max()) < 0.5 < 3.0 < float(wrapped[8192:].abs().max())
+    assert _tf32(torch.tensor([2048.0, 2049.0, 16_383.0])).tolist() == [2048.0, 2050.0, 16_384.0]
+    x = torch.randn(1, 16_384, 128, generator=_gen(12), dtype=DT)
+    ref = _rotate_half(x, pos, inv)
+    c, s = tf32.cos(), tf32.sin()
+    wrong = torch.cat([x[..., :64] * c - x[..., 64:] * s, x[..., 64:] * c + x[..., :64] * s], -1)
+    assert (wrong - ref).abs().max() > 1.0
+    rope = RotaryEmbedding(128, base=500_000.0)
+    assert (rope(x.float(), positions=pos).to(DT) - ref).abs().max() < 1e-5
+
+
 # --------------------------------------------------------------- 12. scaled RoPE leaking into sliding layers
 
 

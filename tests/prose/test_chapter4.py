@@ -216,16 +216,45 @@ def test_rope_requirement_general_solution_and_reflection():
 
 
 def test_decay_first_sign_changes():
-    """sec-rotations-long-range: the mean cosine of a 128-wide head first turns negative at these distances."""
-    r = np.arange(60_001)
+    """sec-rotations-long-range: the mean cosine of a 128-wide head first turns negative near these distances
+    (glued rounded), in a dip of a few positions, and not monotonically in the base."""
+    got = {b: probes.first_sign_change(b) for b in (10_000.0, 500_000.0, 1_000_000.0)}
+    assert {b: c["distance"] for b, c in got.items()} == {10_000.0: 1707, 500_000.0: 18438, 1_000_000.0: 27115}
+    assert got[10_000.0]["distance"] < 4096  # below Llama 2's context
+    sweep = [probes.first_sign_change(float(b)) for b in np.arange(900_000, 1_100_001, 20_000)]
+    r = np.array([c["distance"] for c in sweep])
+    assert (round(int(r.min()), -3), round(int(r.max()), -3)) == (19_000, 33_000)
+    assert (np.diff(r) < 0).sum() == 4  # not monotone: the first crossing moves closer in 4 of 10 steps up
+    every = list(got.values()) + sweep
+    assert max(c["width"] for c in every) <= 3 and round(min(c["depth"] for c in every), 2) == -0.03
+    # the trend over the wide range holds
+    assert got[10_000.0]["distance"] < got[500_000.0]["distance"] < got[1_000_000.0]["distance"]
 
-    def first(base):
-        w = posenc.rotary_frequencies(128, base=base)
-        return int(np.argmax(np.cos(r[:, None] * w).mean(axis=1) < 0))
 
-    got = {b: first(b) for b in (10_000.0, 500_000.0, 1_000_000.0)}
-    assert got == {10_000.0: 1707, 500_000.0: 18438, 1_000_000.0: 27115}
-    assert got[10_000.0] < 4096  # below Llama 2's context
+def test_tf32_rope_angles_and_posenc_immunity():
+    """sec-rotations-tf32: a TF32 matmul of positions and frequencies (transformers #48428) is wrong by up to pi
+    at 16k tokens; posenc's tables (no matmul) stay at the float32 floor."""
+    assert probes.tf32_round(torch.tensor([2048.0, 2049.0, 4097.0, 16383.0])).tolist() == [2048, 2050, 4096, 16384]
+    err = probes.tf32_angle_error(16_384, head_dim=128, base=500_000.0)
+    assert round(float(err.max()), 2) == 3.14 and round(float(err[:2048].max()), 2) == 0.34
+    tab = posenc.RotaryEmbedding(128, base=500_000.0).tables(torch.arange(16_384))
+    exact = torch.arange(16_384, dtype=torch.float64)[:, None] * torch.from_numpy(
+        posenc.rotary_frequencies(128, base=500_000.0)
+    )
+    assert (tab.cos.double() - exact.cos()).abs().max() < 1e-6
+    assert (tab.sin.double() - exact.sin()).abs().max() < 1e-6
+    with pytest.raises(TypeError, match="x must be a float32"):
+        probes.tf32_round(torch.zeros(2, dtype=torch.float64))
+
+
+def test_dynamic_ntk_float32_is_the_one_inexact_path():
+    """sec-rotations-precision: posenc's dynamic NTK in float32 is off by 0.15 at 2**20 and 1.8 at 10 * 2**20
+    (the stated exception); plain RoPE is at the float32 floor; float64 inputs are the reference."""
+    errs = {n: probes.dynamic_rope_float32_error(n) for n in (2**20, 10 * 2**20)}
+    assert all(e["plain"] < 2e-6 for e in errs.values())
+    assert round(errs[2**20]["dynamic"], 2) == 0.15 and round(errs[10 * 2**20]["dynamic"], 1) == 1.8
+    with pytest.raises(ValueError, match="seq"):
+        probes.dynamic_rope_float32_error(8, seq=16)
 
 
 def test_bias_experiment_ordering():
