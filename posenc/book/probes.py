@@ -481,16 +481,18 @@ def previous_token_chance(seq_len: int = 32) -> float:
 
 
 def mean_score_by_offset(
-    w_q: nn.Module, w_k: nn.Module, x: torch.Tensor, *, base: float = 10000.0
+    w_q: nn.Module, w_k: nn.Module, x: torch.Tensor, *, base: float = 10000.0, spread: bool = False
 ) -> torch.Tensor:
     """The mean RoPE score ``q_m^T R_{n-m} k_n / sqrt(d_head)`` at each offset ``m - n >= 0``.
 
     ``x``: tokens ``(batch, seq, d_model)``; the projections are applied, both rotated
     by :class:`posenc.RotaryEmbedding` (interleaved layout), and the scores averaged over
-    the batch and over all pairs ``(m, n)`` with the same offset.
+    the batch and over all pairs ``(m, n)`` with the same offset. With ``spread=True``,
+    the standard deviation of those scores instead (offsets up to ``seq - 2``, so that
+    every offset has at least two pairs).
 
     Returns:
-        ``(seq,)`` float64 tensor, offset 0 first.
+        ``(seq,)`` float64 tensor, offset 0 first (``(seq - 1,)`` with ``spread``).
 
     Example:
         >>> w = nn.Linear(4, 4, bias=False).double()
@@ -508,7 +510,10 @@ def mean_score_by_offset(
         except RuntimeError as err:
             raise ValueError(f"x of shape {tuple(x.shape)} does not fit the projections w_q, w_k: {err}") from err
         rope = RotaryEmbedding(q.shape[-1], base=base, layout="interleaved")
-        s = (rope(q) @ rope(k).transpose(-2, -1) / math.sqrt(q.shape[-1])).mean(0)
+        s = rope(q) @ rope(k).transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if spread:
+            return torch.stack([s.diagonal(-off, -2, -1).std() for off in range(s.shape[-1] - 1)]).double()
+        s = s.mean(0)
         return torch.stack([s.diagonal(-off).mean() for off in range(s.shape[0])]).double()
 
 

@@ -231,6 +231,26 @@ def test_decay_first_sign_changes():
     assert got[10_000.0]["distance"] < got[500_000.0]["distance"] < got[1_000_000.0]["distance"]
 
 
+def test_bias_free_rope_head_score_spread_peaks_at_offset_1():
+    """sec-rotations-bias: the bias-free RoPE head's scores have mean ~0 beyond offset 0 but a larger spread at
+    offset 1 (0.27) than from offset 4 on (0.22 on average)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rows = results.read_results("rope_bias_heads.json")["rows"]
+        row0 = next(r for r in rows if r["role"] == "main" and r["variant"] == "rope, no bias" and r["seed"] == 0)
+        live = probes.train_position_head(
+            "rope", bias=False, lr=row0["lr"], seed=0, steps=3000, eval_every=100, patience=5
+        )
+    finally:
+        torch.set_num_threads(threads)
+    x = torch.randn(64, 32, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(9))  # the chapter's probe_x
+    sd = probes.mean_score_by_offset(live["w_q"], live["w_k"], x, spread=True)
+    assert sd.shape == (31,)
+    assert sd[1] > sd[2] > sd[4:].mean() and round(float(sd[4:].mean()), 2) == 0.22
+    assert round(float(sd[1]), 2) == 0.27
+
+
 def test_tf32_rope_angles_and_posenc_immunity():
     """sec-rotations-tf32: a TF32 matmul of positions and frequencies (transformers #48428) is wrong by up to pi
     at 16k tokens; posenc's tables (no matmul) stay at the float32 floor."""
