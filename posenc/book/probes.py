@@ -619,7 +619,7 @@ def tf32_round(x: torch.Tensor) -> torch.Tensor:
 
 
 def tf32_angle_error(n: int, *, head_dim: int = 128, base: float = 500_000.0) -> np.ndarray:
-    """|angle error| (rad, wrapped to ``[0, pi]``) of RoPE angles formed by a TF32 matmul.
+    """Absolute angle error (rad, wrapped to ``[0, pi]``) of RoPE angles formed by a TF32 matmul.
 
     The emulation of ``inv_freq @ positions`` on a tensor core: both inputs rounded to
     TF32, the product (one term, so no sum) formed and kept in float32, compared with
