@@ -300,21 +300,29 @@ def _grid_script():
     return module
 
 
-def test_grid_script_writes_rows_and_resumes(tmp_path):
+def test_grid_script_rows_plan_and_quick_run():
+    """The grid script on the Experiment harness (whose resume and atomic writes
+    tests/book/test_results.py tests): a trial's rows, the plan, and a --quick run."""
+    from types import SimpleNamespace
+
     script = _grid_script()
-    out = tmp_path / "grid.json"
-    args = ["--tasks", "offset_copy", "--schemes", "rope", "--variants", "bos", "--lrs", "0.01", "--seeds", "1",
-            "--steps", "4", "--eval-every", "2", "--patience", "1", "--warmup", "2", "--workers", "1", "--out", str(out)]
-    assert script.main(args) == 0
-    saved = results.read_results(out)
-    finals = [r for r in saved["rows"] if r.get("final")]
-    assert sorted(r["role"] for r in finals) == ["main", "tune"]
-    for r in saved["rows"]:
+    ctx = SimpleNamespace(quick=True, log=lambda msg: None, saved={"rows": []})
+    rows = script.run_unit(("tune", "offset_copy", "rope", "bos", 1, 0.01), ctx)["rows"]
+    finals = [r for r in rows if r.get("final")]
+    assert len(finals) == 1 and finals[0] is rows[-1] and finals[0]["role"] == "tune"
+    for r in rows:
         assert {"task", "scheme", "variant", "seed", "steps", "lr", "acc_1x", "beyond_2x", "beyond_4x"} <= set(r)
     assert "ext_yarn" in finals[0] and len(finals[0]["pos_4x"]) == 64
-    assert script.main(args) == 0  # resumes: nothing left to run, nothing lost
-    again = results.read_results(out)
-    assert again["rows"] == saved["rows"] and again["sessions"] == saved["sessions"]
+    # every group's tuning trials first; a group's seeds once its three tuning trials are saved
+    group = ("offset_copy", "rope", "bos")
+    tune = [{"role": "tune", "task": group[0], "scheme": group[1], "variant": group[2], "seed": script.TUNE_SEED,
+             "lr": lr, "acc_1x": acc, "steps": 400, "final": True} for lr, acc in zip(script.LRS, (0.5, 1.0, 0.9))]
+    units = script.plan({"rows": tune})
+    main = [u for u in units if u[0] == "main"]
+    assert len(units) == 3 * len(script.GROUPS) + script.SEEDS
+    assert main == [("main", *group, seed, script.LRS[1]) for seed in range(script.SEEDS)]
+    assert len(script.done({"rows": tune})) == 3
+    assert script.EXPERIMENT.main(["--quick", "--quiet"]) == 0  # two short trials, nothing saved
 
 
 def test_grid_script_chooses_the_lr_by_in_distribution_accuracy():
