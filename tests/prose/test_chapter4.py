@@ -268,11 +268,12 @@ def test_tf32_rope_angles_and_posenc_immunity():
 
 
 def test_dynamic_ntk_float32_is_the_one_inexact_path():
-    """sec-rotations-precision: posenc's dynamic NTK in float32 is off by 0.15 at 2**20 and 1.8 at 10 * 2**20
+    """sec-rotations-precision: posenc's dynamic NTK in float32 is off by about 0.1 at 2**20 and 1.8 at 10 * 2**20
     (the stated exception); plain RoPE is at the float32 floor; float64 inputs are the reference."""
     errs = {n: probes.dynamic_rope_float32_error(n) for n in (2**20, 10 * 2**20)}
     assert all(e["plain"] < 2e-6 for e in errs.values())
-    assert round(errs[2**20]["dynamic"], 2) == 0.15 and round(errs[10 * 2**20]["dynamic"], 1) == 1.8
+    # float32 rounding: 0.148 with AVX-512 kernels, 0.134 with scalar ones; the chapter glues one digit
+    assert round(errs[2**20]["dynamic"], 1) == 0.1 and round(errs[10 * 2**20]["dynamic"], 1) == 1.8
     with pytest.raises(ValueError, match="seq"):
         probes.dynamic_rope_float32_error(8, seq=16)
 
