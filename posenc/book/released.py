@@ -20,7 +20,14 @@ RELEASED: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
         "max_position_embeddings": 131072,
         "rope_parameters": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                             "original_max_position_embeddings": 8192, "rope_theta": 500000.0}}),
-    ("Llama 4", "llama4", "Llama4TextConfig", {}),
+    # Meta's reference code scales only Scout's RoPE: llama3 rule, factor 16, low = high = 1,
+    # from 8,192 positions (models/llama4/args.py and model.py of meta-llama/llama-models);
+    # Maverick ships no rope_scaling
+    ("Llama 4 Scout", "llama4", "Llama4TextConfig", {
+        "max_position_embeddings": 10485760,
+        "rope_parameters": {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+                            "original_max_position_embeddings": 8192, "rope_theta": 500000.0}}),
+    ("Llama 4 Maverick", "llama4", "Llama4TextConfig", {"max_position_embeddings": 1048576}),
     # the rope_scaling of the 4B, 12B and 27B config.json files (none on 1B); transformers
     # applies it to the global layers only
     ("Gemma 3", "gemma3", "Gemma3TextConfig", {"rope_scaling": {"rope_type": "linear", "factor": 8.0}}),

@@ -28,7 +28,10 @@ def test_the_rows_state_what_the_chapter_says(rows):
     assert (ds["layout"], ds["scaling"], ds["rotary_dim"], ds["rotary_offset"]) == ("interleaved", "yarn x40", 64, 128)
     assert rows["Command A", "sliding_attention"]["layout"] == "interleaved"
     assert rows["Command A", "sliding_attention"]["nope"] == "10 of 40"
-    assert rows["SmolLM3", "full_attention"]["nope"] == "9 of 36" and rows["Llama 4", "chunked_attention"]["nope"] == "12 of 48"
+    assert rows["SmolLM3", "full_attention"]["nope"] == "9 of 36" and rows["Llama 4 Scout", "chunked_attention"]["nope"] == "12 of 48"
+    scout, maverick = rows["Llama 4 Scout", "chunked_attention"], rows["Llama 4 Maverick", "chunked_attention"]
+    assert (scout["scaling"], scout["trained_length"], scout["reach"]) == ("llama3 x16", 8192, 16 * 8192)
+    assert maverick["scaling"] == "none"
     assert rows["Llama 3.1", "full_attention"]["reach"] == pytest.approx(8 * 8192)
     assert rows["gpt-oss", "sliding_attention"]["scaling"] == rows["gpt-oss", "full_attention"]["scaling"] == "yarn x32"
     assert rows["Qwen3-VL", "full_attention"]["sections"] == "[24, 20, 20] interleaved"

@@ -93,7 +93,7 @@ def test_llama3_and_llama4_with_nope_layers_and_interleaved_pairs():
     cfg = _cls("llama", "LlamaConfig")(rope_parameters=llama3, max_position_embeddings=131072)
     rope = _compare("Llama 3.1", "llama", "LlamaRotaryEmbedding", cfg)
     assert rope["full_attention"].layout == "half"
-    # Llama 4 (Scout's third-party copies: factor 16, low = high = 1)
+    # Llama 4 Scout (meta-llama/llama-models, models/llama4/args.py: factor 16, low = high = 1)
     scout = {**llama3, "factor": 16.0, "high_freq_factor": 1.0}
     C4 = _cls("llama4", "Llama4TextConfig")
     for params in (None, scout):
@@ -102,6 +102,23 @@ def test_llama3_and_llama4_with_nope_layers_and_interleaved_pairs():
         r = rope_layers_from_config(cfg)
         assert r.nope_layers == tuple(i for i, x in enumerate(cfg.no_rope_layers) if not x)
         assert rope["chunked_attention"].layout == "interleaved"
+
+
+def test_llama4_scout_equals_meta_reference_rule():
+    """Meta's reference code (models/llama4/model.py, apply_scaling) with Scout's values:
+    pairs whose wavelength is at least 8,192 positions turn 16 times slower, the others
+    keep their frequency (low = high = 1 leaves no blend band). transformers 5.23 warns
+    that high_freq_factor must exceed low_freq_factor, yet computes the same frequencies."""
+    scout = {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+             "original_max_position_embeddings": 8192, "rope_theta": 5e5}
+    cfg = _cls("llama4", "Llama4TextConfig")(rope_parameters=scout, max_position_embeddings=10485760)
+    layer = rope_layers_from_config(cfg).rope["chunked_attention"]
+    plain = 5e5 ** (-torch.arange(0, 128, 2, dtype=torch.float64) / 128)
+    meta = torch.where(2 * math.pi / plain < 8192, plain, plain / 16)
+    ours = torch.as_tensor(layer.frequencies())
+    assert ((ours - meta).abs() / meta).max() < 1e-7
+    kept, slowed = int(torch.isclose(ours, plain, rtol=1e-12).sum()), int(torch.isclose(ours, plain / 16, rtol=1e-12).sum())
+    assert (kept, slowed) == (35, 29)
 
 
 @pytest.mark.parametrize("module, config, rotary", [("qwen2", "Qwen2Config", "Qwen2RotaryEmbedding"),

@@ -203,6 +203,41 @@ def test_left_padded_decode_step_uses_per_row_positions():
     assert 2.5 < (shared - alone).abs().max() < 3.1 and 3.4 < alone.abs().max() < 4.0
 
 
+def test_left_padding_a_consistent_shift_is_harmless_for_rope_not_for_a_learned_table():
+    """What the left-padding fix needs depends on the encoding. If the prefill and the
+    decode step both count the pads (prompt at P..P+n-1, new token at P+n), every
+    query-key distance is unchanged and plain RoPE's scores equal the unpadded row's to
+    rounding. A learned absolute table looks up different rows for the same tokens, so
+    its inputs change. What the shift still costs under RoPE is reach: the pads consume
+    positions, so a dynamic-NTK model reaches its original length, and rescales, P
+    tokens early."""
+    head_dim, n, pads = 16, 5, 3
+    rope = RotaryEmbedding(head_dim)
+    g = _gen(6)
+    keys = torch.randn(1, n, head_dim, generator=g)
+    query = torch.randn(1, 1, head_dim, generator=g)
+    alone = rope(query, positions=torch.tensor([n])) @ rope(keys, positions=torch.arange(n)).transpose(-1, -2)
+    shifted = rope(query, positions=torch.tensor([pads + n])) @ rope(
+        keys, positions=torch.arange(pads, pads + n)
+    ).transpose(-1, -2)
+    assert (shifted - alone).abs().max() < 1e-5 and alone.abs().max() > 3.0
+
+    table = posenc.LearnedPositionalEmbedding(16, head_dim)
+    with torch.no_grad():
+        table.weight.normal_(generator=_gen(8))
+    x = torch.zeros(1, n, head_dim)
+    moved = table(x, positions=torch.arange(pads, pads + n)) - table(x, positions=torch.arange(n))
+    assert moved.abs().max() > 0.5
+
+    # dynamic NTK: the frequencies follow the longest position seen, pads included
+    dyn = RotaryEmbedding(head_dim, scaling={"rope_type": "dynamic", "factor": 2.0}, max_position_embeddings=n + 1)
+    plain_len = dyn(keys, positions=torch.arange(n))
+    padded_len = dyn(keys, positions=torch.arange(pads, pads + n))
+    d_alone = dyn(query, positions=torch.tensor([n])) @ plain_len.transpose(-1, -2)
+    d_shift = dyn(query, positions=torch.tensor([pads + n])) @ padded_len.transpose(-1, -2)
+    assert (d_shift - d_alone).abs().max() > 0.05
+
+
 # --------------------------------------------------------------- 6. packed documents
 
 
