@@ -41,6 +41,7 @@ __all__ = [
     "train_position_head",
     "train_rope_head",
     "first_losses",
+    "qk_norm_shift_gap",
 ]
 
 
@@ -701,3 +702,64 @@ def first_sign_change(base: float, head_dim: int = 128, max_dist: int = 60_000) 
     r0 = int(np.argmax(neg))
     end = r0 + int(np.argmax(~neg[r0:])) if (~neg[r0:]).any() else max_dist + 1
     return {"distance": r0, "width": end - r0, "depth": float(mean[r0:end].min())}
+
+
+QK_NORM_ORDERS = ("before", "after")
+
+
+def qk_norm_shift_gap(
+    order: str, *, tied: bool = False, head_dim: int = 64, n: int = 16, shift: int = 1000,
+    base: float = 10000.0, seed: int = 0,
+) -> float:
+    """How far QK-norm placed ``order`` RoPE keeps the scores a function of the offset only.
+
+    Queries and keys (``n`` standard-normal vectors of width ``head_dim``) go through an
+    RMSNorm with a per-channel weight ``g`` (entries ``1 + 0.5 z``, ``z`` standard normal;
+    with ``tied=True`` equal within each rotated pair ``(j, j + head_dim/2)`` of the half
+    layout) either ``"before"`` the rotation (Qwen3, OLMo 2, Gemma 3) or ``"after"`` it.
+    The scores ``q_m . k_n`` at positions ``0..n-1`` are compared with those at positions
+    ``shift..shift+n-1``. Returns the largest change relative to the largest score:
+    float64 rounding when the scores depend on ``m - n`` only, order 1 when they do not.
+
+    The RMS factor commutes with the rotation (a rotation keeps the norm); the weight
+    ``g`` does only when it is equal within each pair, so normalising after the rotation
+    makes the score depend on absolute positions unless the weights are tied.
+
+    Example:
+        >>> qk_norm_shift_gap("before") < 1e-12
+        True
+        >>> qk_norm_shift_gap("after") > 0.01
+        True
+    """
+    from ..rope import RotaryEmbedding
+
+    order = check_choice("order", order, QK_NORM_ORDERS)
+    if not isinstance(tied, bool):
+        raise TypeError(f"tied must be True or False, got {tied!r}")
+    head_dim = check_int("head_dim", head_dim, minimum=2)
+    if head_dim % 2:
+        raise ValueError(f"head_dim must be even, got {head_dim}")
+    n = check_int("n", n, minimum=2)
+    shift = check_int("shift", shift, minimum=0)
+    base = check_real("base", base, low=1.0, low_open=True)
+    gen = torch.Generator().manual_seed(check_seed("seed", seed))
+    f64 = torch.float64
+    q = torch.randn(n, head_dim, generator=gen, dtype=f64)
+    k = torch.randn(n, head_dim, generator=gen, dtype=f64)
+    g = 1 + 0.5 * torch.randn(head_dim, generator=gen, dtype=f64)
+    if tied:
+        g = g[: head_dim // 2].repeat(2)
+    rope = RotaryEmbedding(head_dim, base=base, layout="half")
+
+    def norm(x: torch.Tensor) -> torch.Tensor:
+        return g * x / x.pow(2).mean(-1, keepdim=True).sqrt()
+
+    def scores(offset: int) -> torch.Tensor:
+        if order == "before":
+            qq, kk = rope(norm(q), offset=offset), rope(norm(k), offset=offset)
+        else:
+            qq, kk = norm(rope(q, offset=offset)), norm(rope(k, offset=offset))
+        return qq @ kk.T
+
+    s0 = scores(0)
+    return float((scores(shift) - s0).abs().max() / s0.abs().max())

@@ -378,3 +378,94 @@ def test_released_models_table_agrees_with_the_config_inspector():
     assert "first quarter of the pairs" in line["Gemma 4"] and g4["rotated_pairs"] * 4 == g4["head_dim"] // 2
     assert "every fourth layer" in line["SmolLM3"] and "every fourth layer" in line["Llama 4"]
     assert rows["SmolLM3", "full_attention"]["nope"] == "9 of 36" and rows["Llama 4", "chunked_attention"]["nope"] == "12 of 48"
+
+
+def test_additive_head_depends_on_the_ratio_of_encoding_to_content():
+    """sec-rotations-bias: the additive head with biases (34 % at content scale 1) reaches 65 % and 91 % with the
+    encoding 2x and 4x larger relative to the tokens (saved runs, same protocol and seeds)."""
+    snr = results.read_results("rope_bias_snr.json")
+    assert snr["config"]["content_scales"] == [0.5, 0.25]
+    main = [r for r in snr["rows"] if r["role"] == "main"]
+    acc = {c: np.array([r["accuracy"] for r in main if r["content_scale"] == c]) for c in (0.5, 0.25)}
+    assert all(len(a) == 3 for a in acc.values())
+    assert sorted(r["seed"] for r in main if r["content_scale"] == 0.5) == [0, 1, 2]
+    base = np.array([r["accuracy"] for r in results.read_results("rope_bias_heads.json")["rows"]
+                     if r["role"] == "main" and r["variant"] == "additive, bias"])
+    assert round(base.mean() * 100) == 34
+    assert round(acc[0.5].mean() * 100) == 65 and round(acc[0.25].mean() * 100) == 91
+    assert base.max() < acc[0.5].min() and acc[0.5].max() < acc[0.25].min()
+    # |PE| = 4 for d = 32 (16 pairs of sin^2 + cos^2), |x| ~ sqrt(32) * content scale
+    assert np.allclose(np.linalg.norm(posenc.sinusoidal_encoding(32, 32), axis=1), 4.0)
+
+
+def test_released_q_k_biases_and_gpt_oss_sinks():
+    """sec-rotations-bias, sec-rotations-sinks: Qwen2 and gpt-oss have q/k biases, Llama not; gpt-oss's per-head
+    sink logit takes weight from the keys: 8 keys scoring 0 against a sink of 2 keep 8 / (8 + e^2) = 0.52."""
+    from transformers import GptOssConfig, LlamaConfig, Qwen2Config
+    from transformers.models.gpt_oss import modeling_gpt_oss as gpt_oss
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention
+
+    small = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+    qwen = Qwen2Attention(Qwen2Config(**small), layer_idx=0)
+    oss = gpt_oss.GptOssAttention(GptOssConfig(**small, num_local_experts=2), layer_idx=0)
+    for attn in (qwen, oss):
+        assert attn.q_proj.bias is not None and attn.k_proj.bias is not None
+    assert LlamaConfig().attention_bias is False and GptOssConfig().attention_bias is True
+    assert tuple(oss.sinks.shape) == (4,)
+    with torch.no_grad():
+        oss.sinks.fill_(2.0)
+        _, w = gpt_oss.eager_attention_forward(
+            oss, torch.zeros(1, 4, 1, 8), torch.zeros(1, 2, 8, 8), torch.zeros(1, 2, 8, 8), None, scaling=1.0
+        )
+    assert torch.allclose(w.sum(-1), torch.full((1, 4, 1), 8 / (8 + math.e**2)))
+    assert round(8 / (8 + math.e**2), 2) == 0.52
+
+
+def test_vllm_static_dynamic_ntk_base():
+    """sec-rotations-extension: vLLM's dynamic NTK (issue #5093) used the rule's base at length s L at every
+    length: growth s^2 - s + 1 = 57 for s = 8, a base about 61 times the original for d_h = 128."""
+    s, L, d = 8, 8192, 128
+    growth = s * (s * L) / L - (s - 1)
+    assert growth == 57
+    assert round(growth ** (d / (d - 2))) == 61
+    # the same as posenc's dynamic rule evaluated at the longest length s L
+    dyn = posenc.rope.scaling.Dynamic(factor=s, original_max_position_embeddings=L)
+    assert dyn.growth(s * L) == growth and dyn.growth(L) == 1.0
+
+
+def test_remapped_positions_reach_and_largest_entries():
+    """sec-rotations-remap: Self-Extend reaches G (L - w + w // G) tokens, exactly; (L - w) G + w only where G
+    divides w (Llama 2, w = 1,024, G = 5: 16,380, not 16,384); DCA under Qwen2.5-1M's config reaches 262,144, one
+    past its training; STRING with S = 0.33 L, W = 128 on Llama 3.1 stays at 87,946."""
+    from posenc.rope import remap
+
+    def largest(n, **kw):
+        return int(remap.self_extend_positions([n - 1], n, **kw).max())
+
+    se = dict(group=4, window=16)
+    reach = remap.self_extend_reach(64, **se)
+    assert reach == (64 - 16) * 4 + 16 == 208
+    assert largest(reach, **se) == 63 and largest(reach + 1, **se) == 64
+    llama2 = dict(group=5, window=1024)
+    assert remap.self_extend_reach(4096, **llama2) == 16_380
+    assert largest(16_380, **llama2) == 4095 and largest(16_384, **llama2) == 4096
+    dca = remap.dual_chunk_positions([999_999], 1_000_000, chunk_size=262_144, local_size=8_192)
+    assert int(dca.max()) == 262_144 and int(dca.min()) == 0
+    stg = remap.string_positions([131_071], 131_072, shift=int(0.33 * 131_072), local=128)
+    assert int(stg.max()) == 131_071 - 43_253 + 128 == 87_946
+
+
+def test_qk_norm_before_rope_keeps_scores_relative():
+    """sec-rotations-qk-norm: RMSNorm with free per-channel weights before RoPE keeps the scores a function of
+    m - n; after RoPE it does not (0.7 of the largest score), unless the weights are tied within each pair."""
+    gaps = {(o, t): probes.qk_norm_shift_gap(o, tied=t) for o in ("before", "after") for t in (False, True)}
+    assert max(gaps["before", False], gaps["before", True], gaps["after", True]) < 1e-12
+    assert round(gaps["after", False], 1) == 0.7
+    for seed in (1, 2, 3):
+        assert probes.qk_norm_shift_gap("after", seed=seed) > 0.05
+    with pytest.raises(ValueError, match="order"):
+        probes.qk_norm_shift_gap("inside")
+    with pytest.raises(ValueError, match="head_dim"):
+        probes.qk_norm_shift_gap("before", head_dim=7)
+    with pytest.raises(TypeError, match="tied"):
+        probes.qk_norm_shift_gap("before", tied=1)
