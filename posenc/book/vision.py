@@ -40,8 +40,17 @@ from .engine import TrialConfig, fit, seeded
 from .models import Block
 
 __all__ = [
+    "CanvasConfig",
+    "REAL_COORDINATE_SCHEMES",
     "VISION_SCHEMES",
     "VisionConfig",
+    "bits_hex",
+    "hex_bits",
+    "image_paired_se",
+    "paste_canvas",
+    "reference_param_groups",
+    "run_canvas_trial",
+    "score_condition",
     "TinyViT",
     "adjacency_distances",
     "digits_split",
@@ -322,8 +331,17 @@ class TinyViT(nn.Module):
             return torch.from_numpy(sinusoidal_encoding_2d(grid, self.d_model)).to(dtype)
         return None
 
-    def forward(self, images: torch.Tensor, *, position_scale: float = 1.0) -> torch.Tensor:
+    def forward(
+        self, images: torch.Tensor, *, position_scale: float = 1.0, content: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Logits for ``images``; ``position_scale`` multiplies the patch coordinates.
+
+        ``content`` (boolean ``(batch, n_patches)``, row-major, ``True`` where a patch holds
+        the object) masks the others out: no patch attends to them and the mean pooling
+        leaves them out. With it, a digit pasted at a patch-aligned place on a larger empty
+        canvas (:func:`paste_canvas`) gives the position-free model exactly the numbers it
+        gives at the training size, and the RoPE models too (their scores depend on offsets
+        only), up to rounding: the canvas then changes only what an absolute scheme sees.
 
         ``position_scale < 1`` squeezes a larger grid into the coordinate range of the
         training grid (position interpolation, as for RoPE in chapter 4). With
@@ -341,6 +359,12 @@ class TinyViT(nn.Module):
             raise ValueError(f"position_scale applies to sincos_2d and the RoPE schemes, not to {self.scheme!r}")
         grid = images.shape[1] // self.patch
         x = self.embed(patchify(images.to(self.embed.weight.dtype), self.patch))
+        if content is not None:
+            if not isinstance(content, torch.Tensor) or content.dtype != torch.bool or content.shape != x.shape[:2]:
+                got = tuple(content.shape) if isinstance(content, torch.Tensor) else type(content).__name__
+                raise ValueError(f"content must be a boolean tensor of shape (batch, n_patches) = {tuple(x.shape[:2])}, got {got}")
+            if not bool(content.any(dim=1).all()):
+                raise ValueError("content must mark at least one patch of every image")
         pos = grid_positions(grid, grid).to(x.device)
         if scale != 1.0:
             pos = pos.to(torch.float64) * scale
@@ -356,8 +380,17 @@ class TinyViT(nn.Module):
                 rot = functools.partial(self.rotary, positions=pos.to(x.dtype))
             elif self.scheme == "rope_mixed":
                 rot = functools.partial(self.rotary[i], positions=pos.to(x.dtype))
-            x = block(x, rotary=rot)
-        return self.head(self.norm(x).mean(dim=1))
+            if content is None:
+                x = block(x, rotary=rot)
+            else:  # Block's two residual steps, with the keys restricted to the object's patches
+                mask = content[:, None, :].expand(-1, x.shape[1], -1)
+                x = x + block.attn(block.norm1(x), mask=mask, rotary=rot)
+                x = x + block.mlp(block.norm2(x))
+        x = self.norm(x)
+        if content is None:
+            return self.head(x.mean(dim=1))
+        w = content.to(x.dtype)[..., None]
+        return self.head((x * w).sum(dim=1) / w.sum(dim=1))
 
 
 # ----------------------------------------------------------------------------- training
@@ -409,17 +442,29 @@ class VisionConfig(TrialConfig):
             raise ValueError(f"max_zoom must be >= 1, got {self.max_zoom}")
 
 
+def _scores(
+    model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch: int = 500, scale: float = 1.0,
+    content: torch.Tensor | None = None,
+) -> tuple[float, torch.Tensor]:
+    """(mean loss, boolean ``(n,)`` right or wrong per image)."""
+    model.eval()
+    total, right = 0.0, []
+    with torch.no_grad():
+        for i in range(0, len(images), batch):
+            kw = {} if scale == 1.0 else {"position_scale": scale}
+            if content is not None:
+                kw["content"] = content[i : i + batch]
+            logits = model(images[i : i + batch], **kw)
+            total += float(nn.functional.cross_entropy(logits, labels[i : i + batch], reduction="sum"))
+            right.append(logits.argmax(-1) == labels[i : i + batch])
+    return total / len(images), torch.cat(right)
+
+
 def _loss_acc(
     model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch: int = 500, scale: float = 1.0
 ) -> tuple[float, float]:
-    model.eval()
-    total, correct = 0.0, 0
-    with torch.no_grad():
-        for i in range(0, len(images), batch):
-            logits = model(images[i : i + batch]) if scale == 1.0 else model(images[i : i + batch], position_scale=scale)
-            total += float(nn.functional.cross_entropy(logits, labels[i : i + batch], reduction="sum"))
-            correct += int((logits.argmax(-1) == labels[i : i + batch]).sum())
-    return total / len(images), correct / len(images)
+    loss, right = _scores(model, images, labels, batch, scale)
+    return loss, int(right.sum()) / len(images)
 
 
 def train_vit(scheme: str, seed: int, config: VisionConfig = VisionConfig()) -> tuple[TinyViT, dict]:
@@ -445,7 +490,10 @@ def train_vit(scheme: str, seed: int, config: VisionConfig = VisionConfig()) -> 
 def _fit(model, xs, ys, xval, yval, seed, config, stop_after=None):
     """Chapter 8's epochs of zoomed crops, loss and validation loss under :func:`~posenc.book.engine.fit`."""
     gen = torch.Generator().manual_seed(seed + 1_000_003)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    if getattr(config, "decay_rule", "all") == "reference":
+        opt = torch.optim.AdamW(reference_param_groups(model, config.weight_decay), lr=config.lr)
+    else:  # the resolution experiment's recipe, as it ran: decay on every parameter
+        opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     per_epoch = math.ceil(len(xs) / config.batch_size)
 
     def batches():
@@ -497,7 +545,7 @@ def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, **unit) -
 
     Args:
         config: the grid's ``"config"`` (a :meth:`~posenc.book.engine.TrialConfig.to_dict`, as in
-            ``vision_resolution.json``).
+            ``vision_resolution.json``; one with ``decay_rule`` is a :class:`CanvasConfig`).
         seed: the run's seed.
         n: how many losses.
         scheme: the unit key of a row (one of :data:`VISION_SCHEMES`); the row's other
@@ -507,7 +555,9 @@ def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, **unit) -
         >>> len(first_losses(VisionConfig(n_train=64, d_model=16, d_ff=16).to_dict(), 0, 2, scheme="none"))
         2
     """
-    cfg = VisionConfig.from_dict(config)
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict (a TrialConfig.to_dict()), got {type(config).__name__}")
+    cfg = (CanvasConfig if "decay_rule" in config else VisionConfig).from_dict(config)
     scheme = check_choice("scheme", scheme, VISION_SCHEMES)
     n = check_int("n", n)
     xs, ys, xval, yval = _train_data(cfg)
@@ -588,3 +638,218 @@ def transformers_rope_index(segments, *, spatial_merge_size: int = 2) -> torch.T
         torch.tensor(videos) if videos else None,
     )
     return ids[:, 0]
+
+
+# ----------------------------------------------------------------------------- resize against canvas
+
+#: The schemes whose coordinates can be rescaled (``position_scale``).
+REAL_COORDINATE_SCHEMES = ("sincos_2d", "rope_axial", "rope_mixed")
+
+
+def paste_canvas(
+    images: torch.Tensor, size: int, *, train_size: int = 16, patch: int = 4, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Digits drawn at the training scale and pasted onto a larger empty canvas.
+
+    Each ``(h, w)`` image is upsampled to ``train_size`` (as the training-size test images
+    are) and pasted at a patch-aligned place, uniform over the places that fit, on a zero
+    canvas of ``size x size``: the "larger canvas, same scale" condition (a document or a
+    screenshot that grows, Qwen2-VL's native resolution), against :func:`upsample`'s
+    "same view, more pixels". The places come from a generator seeded by ``seed``, the
+    same for every model.
+
+    Returns:
+        ``(canvases, content)``: ``(n, size, size)`` in the images' dtype, and a boolean
+        ``(n, (size // patch) ** 2)``, row-major, ``True`` on the patches of the digit (the
+        ``content`` of :meth:`TinyViT.forward`).
+
+    Example:
+        >>> x, keep = paste_canvas(torch.ones(2, 8, 8), 24, seed=1)
+        >>> tuple(x.shape), keep.sum(dim=1).tolist(), float(x.sum(dim=(1, 2))[0])
+        ((2, 24, 24), [16, 16], 256.0)
+    """
+    if not isinstance(images, torch.Tensor) or images.ndim != 3 or not images.is_floating_point():
+        raise TypeError("images must be a floating-point tensor of shape (n, height, width)")
+    size, train_size, patch = check_int("size", size), check_int("train_size", train_size), check_int("patch", patch)
+    seed = check_int("seed", seed, minimum=0)
+    if train_size % patch or size % patch:
+        raise ValueError(f"size ({size}) and train_size ({train_size}) must be multiples of patch={patch}")
+    if size < train_size:
+        raise ValueError(f"size must be at least train_size={train_size}, got {size}")
+    digits = upsample(images, train_size)
+    n, g, t = len(images), size // patch, train_size // patch
+    gen = torch.Generator().manual_seed(seed)
+    rows = torch.randint(0, g - t + 1, (n,), generator=gen).tolist()
+    cols = torch.randint(0, g - t + 1, (n,), generator=gen).tolist()
+    out = torch.zeros(n, size, size, dtype=images.dtype)
+    content = torch.zeros(n, g, g, dtype=torch.bool)
+    for i, (r, c) in enumerate(zip(rows, cols)):
+        out[i, r * patch : r * patch + train_size, c * patch : c * patch + train_size] = digits[i]
+        content[i, r : r + t, c : c + t] = True
+    return out, content.reshape(n, g * g)
+
+
+def reference_param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW parameter groups as the reference ViT code builds them: no decay on positions.
+
+    timm's optimizer factory (used by DeiT and by Heo et al.'s rope-vit) leaves out of the
+    weight decay every parameter with one dimension or fewer (biases, LayerNorm gains) and
+    the names the model lists in ``no_weight_decay`` (rope-vit: ``pos_embed``, ``cls_token``,
+    ``freqs``). Here: 1-D parameters, the learned table (``table``) and RoPE-Mixed's
+    frequencies (``freqs``) get no decay; every other weight gets ``weight_decay``.
+
+    Example:
+        >>> groups = reference_param_groups(TinyViT("learned_2d"), 0.05)
+        >>> [g["weight_decay"] for g in groups], sum(len(g["params"]) for g in groups) == len(list(TinyViT("none").parameters())) + 1
+        ([0.05, 0.0], True)
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    weight_decay = float(weight_decay)
+    if not math.isfinite(weight_decay) or weight_decay < 0:
+        raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay}")
+    decay, keep = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        last = name.rsplit(".", 1)[-1]
+        (keep if p.ndim <= 1 or last in ("table", "freqs") else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": keep, "weight_decay": 0.0}]
+
+
+@dataclass(frozen=True)
+class CanvasConfig(VisionConfig):
+    """:class:`VisionConfig` with the reference weight decay and the canvas sizes of the resize/canvas grid.
+
+    ``decay_rule="reference"``: :func:`reference_param_groups` (``"all"``: decay on every
+    parameter, the resolution experiment's recipe). ``canvas_sizes``: the canvases the
+    training-scale digit is pasted on; ``canvas_seed``: the places (:func:`paste_canvas`).
+    Everything else is :class:`VisionConfig`'s, the training zoom included (uniform in
+    ``[1, max_zoom] = [1, 1.6]``: the content scales of the 20 and 24 px resize tests,
+    1.25 and 1.5 times the training scale, are seen in training; 12 px, 0.75 times, and
+    32 px, 2 times, are not).
+    """
+
+    decay_rule: str = "reference"
+    canvas_sizes: tuple[int, ...] = (20, 24, 32)
+    canvas_seed: int = 0
+
+    def validate(self) -> None:
+        super().validate()
+        check_choice("decay_rule", self.decay_rule, ("reference", "all"))
+        check_int("canvas_seed", self.canvas_seed, minimum=0)
+        for s in self.canvas_sizes:
+            if check_int("canvas_sizes", s) % self.patch or s < self.train_size:
+                raise ValueError(f"canvas sizes must be multiples of patch={self.patch} and >= train_size, got {s}")
+
+
+def score_condition(
+    model: TinyViT, condition: str, size: int, *, interpolate: bool = False, split: str = "test", seed: int = 0
+) -> tuple[float, torch.Tensor]:
+    """(mean loss, per-image right or wrong ``(n,)`` bool) of ``model`` under one test condition.
+
+    ``condition="resize"``: the digits upsampled to ``size`` (:func:`upsample`, same view,
+    more pixels); ``"canvas"``: drawn at the training size and pasted on a ``size`` canvas
+    (:func:`paste_canvas` with ``seed``), the empty patches masked. ``interpolate`` scales
+    the coordinates by ``train_grid / grid`` (:meth:`TinyViT.forward`).
+
+    Example:
+        >>> m = TinyViT("none")
+        >>> a = score_condition(m, "canvas", 24)[1]
+        >>> b = score_condition(m, "resize", 16)[1]
+        >>> bool((a == b).all())  # the position-free model does not see the canvas
+        True
+    """
+    if not isinstance(model, TinyViT):
+        raise TypeError(f"model must be a TinyViT, got {type(model).__name__}")
+    condition = check_choice("condition", condition, ("resize", "canvas"))
+    size = check_int("size", size)
+    if size % model.patch:
+        raise ValueError(f"size must be a multiple of the model's patch ({model.patch}), got {size}")
+    if not isinstance(interpolate, bool):
+        raise TypeError(f"interpolate must be True or False, got {interpolate!r}")
+    x, y = digits_split()[check_choice("split", split, ("train", "val", "test"))]
+    dtype = model.embed.weight.dtype
+    content = None
+    if condition == "resize":
+        images = upsample(x, size)
+    else:
+        images, content = paste_canvas(x, size, train_size=model.train_grid * model.patch, patch=model.patch, seed=seed)
+    scale = model.train_grid / (size // model.patch) if interpolate else 1.0
+    return _scores(model, images.to(dtype), y, scale=scale, content=content)
+
+
+def bits_hex(right: torch.Tensor) -> str:
+    """Pack a boolean vector into a hex string (4 images a digit), for results files.
+
+    Example:
+        >>> bits_hex(torch.tensor([True, False, False, False, True]))
+        '88'
+        >>> hex_bits('88', 5).tolist()
+        [True, False, False, False, True]
+    """
+    if not isinstance(right, torch.Tensor) or right.dtype != torch.bool or right.ndim != 1:
+        raise TypeError("right must be a 1-D boolean tensor")
+    bits = right.tolist() + [False] * (-len(right) % 4)
+    return "".join(f"{8 * a + 4 * b + 2 * c + d:x}" for a, b, c, d in zip(*[iter(bits)] * 4))
+
+
+def hex_bits(text: str, n: int) -> torch.Tensor:
+    """The inverse of :func:`bits_hex`: the first ``n`` booleans of ``text``."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str of hex digits, got {type(text).__name__}")
+    n = check_int("n", n, minimum=0)
+    if len(text) * 4 < n:
+        raise ValueError(f"text holds {len(text) * 4} bits, fewer than n={n}")
+    return torch.tensor([bool(int(ch, 16) >> (3 - k) & 1) for ch in text for k in range(4)][:n])
+
+
+def run_canvas_trial(scheme: str, seed: int, config: CanvasConfig = CanvasConfig()) -> dict:
+    """Train one model and score it under both conditions: one JSON row of the resize/canvas grid.
+
+    Keys, for every ``size`` of ``config.eval_sizes`` (resize) and ``config.canvas_sizes``
+    (canvas): ``<cond>_acc_<size>``, ``<cond>_loss_<size>`` and ``<cond>_right_<size>`` (per
+    test image, :func:`bits_hex`); for :data:`REAL_COORDINATE_SCHEMES` also the same with
+    ``iacc``/``iloss``/``iright``, the coordinates scaled into the training grid. The
+    learned table is resized bicubically to every grid (its only way to meet one), so it
+    has no separate interpolated score.
+    """
+    if not isinstance(config, CanvasConfig):
+        raise TypeError(f"config must be a CanvasConfig, got {type(config).__name__}")
+    model, hist = train_vit(scheme, seed, config)
+    row = {"scheme": scheme, "seed": seed, "best_epoch": hist["best_epoch"], "epochs": hist["epochs"],
+           "seconds": round(hist["seconds"], 1)}
+    conditions = [("resize", s) for s in config.eval_sizes] + [("canvas", s) for s in config.canvas_sizes]
+    for cond, s in conditions:
+        for interp in (False, True):
+            if interp and (scheme not in REAL_COORDINATE_SCHEMES or s == config.train_size):
+                continue
+            loss, right = score_condition(model, cond, s, interpolate=interp, seed=config.canvas_seed)
+            i = "i" if interp else ""
+            row[f"{cond}_{i}loss_{s}"] = round(loss, 4)
+            row[f"{cond}_{i}acc_{s}"] = round(int(right.sum()) / len(right), 4)
+            row[f"{cond}_{i}right_{s}"] = bits_hex(right)
+    return row
+
+
+def image_paired_se(right_a: torch.Tensor, right_b: torch.Tensor) -> float:
+    """The test-set sampling standard error of ``acc(a) - acc(b)`` on the same images.
+
+    ``sqrt(n01 + n10 - (n01 - n10)**2 / n) / n`` with ``n01``, ``n10`` the images only one
+    of the two gets right (the paired, McNemar-style standard error): what drawing another
+    test set of the same size would move the difference by, for one trained model.
+
+    Example:
+        >>> a = torch.tensor([True] * 6 + [False] * 4)
+        >>> b = torch.tensor([True] * 4 + [False] * 6)
+        >>> round(image_paired_se(a, b), 4)  # two images differ, both in a's favour
+        0.1265
+    """
+    for name, v in (("right_a", right_a), ("right_b", right_b)):
+        if not isinstance(v, torch.Tensor) or v.dtype != torch.bool or v.ndim != 1:
+            raise TypeError(f"{name} must be a 1-D boolean tensor")
+    if right_a.shape != right_b.shape or len(right_a) == 0:
+        raise ValueError(f"right_a and right_b must have the same non-zero length, got {len(right_a)} and {len(right_b)}")
+    n = len(right_a)
+    n10, n01 = int((right_a & ~right_b).sum()), int((~right_a & right_b).sum())
+    return math.sqrt(max(n10 + n01 - (n10 - n01) ** 2 / n, 0.0)) / n
