@@ -49,6 +49,7 @@ __all__ = [
     "image_paired_se",
     "paste_canvas",
     "reference_param_groups",
+    "resize_vit_table",
     "run_canvas_trial",
     "score_condition",
     "TinyViT",
@@ -853,3 +854,48 @@ def image_paired_se(right_a: torch.Tensor, right_b: torch.Tensor) -> float:
     n = len(right_a)
     n10, n01 = int((right_a & ~right_b).sum()), int((~right_a & right_b).sum())
     return math.sqrt(max(n10 + n01 - (n10 - n01) ** 2 / n, 0.0)) / n
+
+
+# ----------------------------------------------------------------------------- a ViT's table at a new resolution
+
+
+def resize_vit_table(table: torch.Tensor, new_grid: int | tuple[int, int], *, prefix_tokens: int = 1) -> torch.Tensor:
+    """A ViT's learned position table resized to a new patch grid, with the [CLS] row kept aside.
+
+    ``table`` is ``(prefix_tokens + G * G, d)`` or ``(1, prefix_tokens + G * G, d)``: the
+    rows of the prefix tokens ([CLS], and distillation or register tokens where a model
+    has them) first, then one row per patch of a square ``G x G`` grid, row-major. The
+    patch rows are reshaped to a ``d``-channel ``G x G`` image, resized bicubically
+    (``align_corners=False``) to ``new_grid`` (an int or ``(height, width)``) and flattened
+    back; the prefix rows are returned unchanged in front. This is what ``transformers``'
+    ``ViTEmbeddings.interpolate_pos_encoding`` computes when a ViT is called with
+    ``interpolate_pos_encoding=True`` (there on every call, here once). Resizing all the
+    rows as one sequence would mix [CLS] into the grid and shift every patch.
+
+    Example:
+        >>> t = torch.randn(1 + 4 * 4, 8)
+        >>> out = resize_vit_table(t, (6, 8))
+        >>> tuple(out.shape), torch.equal(out[0], t[0])
+        ((49, 8), True)
+    """
+    if not isinstance(table, torch.Tensor) or table.ndim not in (2, 3) or not table.is_floating_point():
+        raise TypeError("table must be a floating-point tensor of shape (rows, d) or (1, rows, d)")
+    prefix_tokens = check_int("prefix_tokens", prefix_tokens, minimum=0)
+    batched = table.ndim == 3
+    if batched and table.shape[0] != 1:
+        raise ValueError(f"a batched table must have batch size 1, got {table.shape[0]}")
+    t = table[0] if batched else table
+    n = t.shape[0] - prefix_tokens
+    side = math.isqrt(max(n, 0))
+    if n <= 0 or side * side != n:
+        raise ValueError(f"table must hold prefix_tokens={prefix_tokens} rows and then a square grid, got {t.shape[0]} rows")
+    if isinstance(new_grid, tuple):
+        if len(new_grid) != 2:
+            raise ValueError(f"new_grid must be an int or (height, width), got {new_grid!r}")
+        h, w = check_int("new_grid", new_grid[0]), check_int("new_grid", new_grid[1])
+    else:
+        h = w = check_int("new_grid", new_grid)
+    grid = t[prefix_tokens:].reshape(1, side, side, -1).permute(0, 3, 1, 2)
+    grid = nn.functional.interpolate(grid, size=(h, w), mode="bicubic", align_corners=False)
+    out = torch.cat([t[:prefix_tokens], grid.permute(0, 2, 3, 1).reshape(h * w, -1)])
+    return out[None] if batched else out
