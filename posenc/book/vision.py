@@ -62,6 +62,7 @@ __all__ = [
     "random_zoom",
     "run_vision_trial",
     "train_vit",
+    "transformers_decode_step",
     "transformers_rope_index",
     "upsample",
     "first_losses",
@@ -603,43 +604,98 @@ def run_vision_trial(scheme: str, seed: int, config: VisionConfig = VisionConfig
     return row
 
 
-def transformers_rope_index(segments, *, spatial_merge_size: int = 2) -> torch.Tensor:
-    """The M-RoPE ids ``transformers`` computes (``Qwen2VLModel.get_rope_index``) for ``segments``.
-
-    ``segments`` as for :func:`posenc.mrope_position_ids`; no model is built (the method
-    reads only the merge size from its model). Returns a long tensor ``(3, seq)``. Needs
-    ``transformers`` (the book extra).
-    """
-    import types
-    import warnings
-
-    with warnings.catch_warnings():  # transformers' import may warn about tqdm widgets
-        warnings.simplefilter("ignore")
-        from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel
-
-    posenc.mrope_position_ids(segments, spatial_merge_size=spatial_merge_size)  # the same checks
-    m = spatial_merge_size
-    token_types, images, videos = [], [], []
-    for kind, size in segments:
+def _transformers_inputs(segments, m):
+    token_types, images, videos, seconds = [], [], [], []
+    for seg in segments:
+        kind, size = seg[0], seg[1]
         if kind == "text":
             token_types += [0] * size
         else:
             t, h, w = size
             token_types += [1 if kind == "image" else 2] * (t * h * w // m**2)
             (images if kind == "image" else videos).append(list(size))
-    fake = types.SimpleNamespace(
-        config=types.SimpleNamespace(vision_config=types.SimpleNamespace(spatial_merge_size=m)),
-        get_vision_position_ids=lambda *a, **k: Qwen2VLModel.get_vision_position_ids(None, *a, **k),
-    )
-    ids, _ = Qwen2VLModel.get_rope_index(
-        fake,
-        torch.zeros(1, len(token_types), dtype=torch.long),
-        torch.tensor([token_types]),
-        torch.tensor(images) if images else None,
-        torch.tensor(videos) if videos else None,
-    )
-    return ids[:, 0]
+            if kind == "video":
+                seconds.append(float(seg[2]) if len(seg) == 3 else 1.0)
+    return torch.tensor([token_types]), images, videos, seconds
 
+
+def _qwen_model(model: str):
+    import warnings
+
+    with warnings.catch_warnings():  # transformers' import may warn about tqdm widgets
+        warnings.simplefilter("ignore")
+        if model == "qwen2":
+            from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel as cls
+        else:
+            from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel as cls
+    return cls
+
+
+def transformers_rope_index(
+    segments, *, spatial_merge_size: int = 2, model: str = "qwen2", tokens_per_second: int = 2
+) -> torch.Tensor:
+    """The M-RoPE ids ``transformers`` computes (``get_rope_index``) for ``segments``.
+
+    ``segments`` as for :func:`posenc.mrope_position_ids` (a video may carry its seconds per
+    temporal patch as a third element, used by ``model="qwen2.5"``); ``model`` is
+    ``"qwen2"`` (``Qwen2VLModel``) or ``"qwen2.5"`` (``Qwen2_5_VLModel``, with
+    ``tokens_per_second``). No model is built (the method reads only the merge size and
+    ``tokens_per_second`` from its model). Returns a long tensor ``(3, seq)``. Needs
+    ``transformers`` (the book extra).
+    """
+    model = check_choice("model", model, ("qwen2", "qwen2.5"))
+    posenc.mrope_position_ids(segments, spatial_merge_size=spatial_merge_size, tokens_per_second=tokens_per_second)
+    return _hf_rope_index(segments, spatial_merge_size, model, tokens_per_second)[0][:, 0]
+
+
+def _hf_rope_index(segments, m, model, tokens_per_second):
+    """``get_rope_index`` of ``transformers`` itself: ``(ids (3, 1, seq), rope_deltas (1, 1))``."""
+    import types
+
+    token_types, images, videos, seconds = _transformers_inputs(segments, m)
+    cls = _qwen_model(model)
+    fake = types.SimpleNamespace(
+        config=types.SimpleNamespace(
+            vision_config=types.SimpleNamespace(spatial_merge_size=m, tokens_per_second=tokens_per_second)
+        ),
+        get_vision_position_ids=lambda *a, **k: cls.get_vision_position_ids(None, *a, **k),
+    )
+    kwargs = dict(
+        image_grid_thw=torch.tensor(images) if images else None,
+        video_grid_thw=torch.tensor(videos) if videos else None,
+    )
+    if model == "qwen2.5":
+        kwargs["second_per_grid_ts"] = torch.tensor(seconds) if seconds else None
+    return cls.get_rope_index(fake, torch.zeros_like(token_types), token_types, **kwargs)
+
+
+def transformers_decode_step(segments, *, spatial_merge_size: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Qwen2-VL's ids in ``transformers`` for a prompt and for the first token decoded after it with a cache.
+
+    Runs ``Qwen2VLModel.compute_3d_position_ids`` twice, as a forward call does: once on the
+    prompt (prefill, through ``get_rope_index``, which stores ``rope_deltas``) and once for
+    one new token with a cache of the prompt's length and no position ids (a hand-written
+    decoding loop: the id is *tokens so far + rope_deltas*). Returns ``(prefill (3, seq),
+    next (3,))``. ``generate()`` does not take this path (it keeps its own ids).
+    """
+    import types
+
+    posenc.mrope_position_ids(segments, spatial_merge_size=spatial_merge_size)
+    m = spatial_merge_size
+    token_types, images, videos, _ = _transformers_inputs(segments, m)
+    cls = _qwen_model("qwen2")
+    fake = types.SimpleNamespace(rope_deltas=None)
+    fake.get_rope_index = lambda *a, **k: _hf_rope_index(segments, m, "qwen2", 2)
+    grids = dict(
+        image_grid_thw=torch.tensor(images) if images else None,
+        video_grid_thw=torch.tensor(videos) if videos else None,
+    )
+    prefill = cls.compute_3d_position_ids(fake, torch.zeros_like(token_types), None, mm_token_type_ids=token_types, **grids)
+    cache = types.SimpleNamespace(get_seq_length=lambda: token_types.shape[1])
+    step = cls.compute_3d_position_ids(
+        fake, None, torch.zeros(1, 1, 8), past_key_values=cache, mm_token_type_ids=token_types, **grids
+    )
+    return prefill[:, 0], step[:, 0, 0]
 
 # ----------------------------------------------------------------------------- resize against canvas
 

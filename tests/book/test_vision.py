@@ -239,3 +239,17 @@ def test_resize_vit_table_equals_transformers_interpolate_pos_encoding():
         vision.resize_vit_table(torch.arange(17), 3)
     t = torch.randn(16, 4)
     torch.testing.assert_close(vision.resize_vit_table(t, 4, prefix_tokens=0), t)  # same grid: unchanged
+
+
+def test_transformers_helpers_qwen2_5_time_and_the_decode_jump():
+    thirty_seconds = [("text", 3), ("video", (30, 32, 32), 1.0), ("text", 3)]
+    hf = vision.transformers_rope_index(thirty_seconds, model="qwen2.5")
+    ours = posenc.mrope_position_ids(thirty_seconds, tokens_per_second=2)
+    assert torch.equal(hf[:, :-3], ours[:, :-3])  # the video's own ids agree
+    assert hf[0, -3:].tolist() == [19, 20, 21] and ours[0, -3:].tolist() == [62, 63, 64]
+    prefill, nxt = vision.transformers_decode_step([("text", 3), ("video", (8, 4, 4)), ("text", 3)])
+    assert prefill[0, -3:].tolist() == [5, 6, 7] and nxt.tolist() == [11, 11, 11]
+    short_prefill, short_next = vision.transformers_decode_step([("text", 3), ("video", (2, 4, 4)), ("text", 3)])
+    assert int(short_next[0]) == int(short_prefill[0, -1]) + 1  # where it follows the paper, no jump
+    with pytest.raises(ValueError, match="model"):
+        vision.transformers_rope_index(thirty_seconds, model="qwen3")
