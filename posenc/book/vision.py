@@ -795,6 +795,8 @@ class CanvasConfig(VisionConfig):
         super().validate()
         check_choice("decay_rule", self.decay_rule, ("reference", "all"))
         check_int("canvas_seed", self.canvas_seed, minimum=0)
+        if not isinstance(self.canvas_sizes, (tuple, list)) or not self.canvas_sizes:
+            raise TypeError(f"canvas_sizes must be a non-empty tuple of ints, got {self.canvas_sizes!r}")
         for s in self.canvas_sizes:
             if check_int("canvas_sizes", s) % self.patch or s < self.train_size:
                 raise ValueError(f"canvas sizes must be multiples of patch={self.patch} and >= train_size, got {s}")
@@ -856,6 +858,8 @@ def hex_bits(text: str, n: int) -> torch.Tensor:
     if not isinstance(text, str):
         raise TypeError(f"text must be a str of hex digits, got {type(text).__name__}")
     n = check_int("n", n, minimum=0)
+    if any(ch not in "0123456789abcdef" for ch in text):
+        raise ValueError(f"text must hold lower-case hex digits only (bits_hex's output), got {text[:20]!r}")
     if len(text) * 4 < n:
         raise ValueError(f"text holds {len(text) * 4} bits, fewer than n={n}")
     return torch.tensor([bool(int(ch, 16) >> (3 - k) & 1) for ch in text for k in range(4)][:n])

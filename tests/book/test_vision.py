@@ -209,6 +209,14 @@ def test_bits_and_the_paired_sampling_error():
         vision.image_paired_se(a, b[:50])
     with pytest.raises(TypeError, match="boolean"):
         vision.bits_hex(torch.ones(3))
+    with pytest.raises(ValueError, match="hex"):
+        vision.hex_bits("zz", 4)
+    with pytest.raises(TypeError, match="canvas_sizes"):
+        vision.CanvasConfig(canvas_sizes=32)
+    with pytest.raises(TypeError, match="images"):
+        vision.paste_canvas(None, 20)
+    with pytest.raises(ValueError, match="size"):
+        vision.paste_canvas(torch.rand(1, 8, 8), 12)
     with pytest.raises(ValueError, match="content"):
         vision.TinyViT("none")(torch.rand(1, 16, 16), content=torch.zeros(1, 16, dtype=torch.bool))
     with pytest.raises(ValueError, match="content"):
