@@ -38,13 +38,17 @@ from .. import AxialRotaryEmbedding, MixedRotaryEmbedding, sinusoidal_encoding, 
 from .._checks import check_choice, check_int, check_positive_float
 from .engine import TrialConfig, fit, seeded
 from .models import Block
+from .results import paired_difference
 
 __all__ = [
     "CanvasConfig",
     "REAL_COORDINATE_SCHEMES",
     "VISION_SCHEMES",
     "VisionConfig",
+    "CANVAS_THRESHOLD",
     "bits_hex",
+    "canvas_differences",
+    "canvas_verdict",
     "hex_bits",
     "image_paired_se",
     "paste_canvas",
@@ -914,6 +918,98 @@ def image_paired_se(right_a: torch.Tensor, right_b: torch.Tensor) -> float:
     n = len(right_a)
     n10, n01 = int((right_a & ~right_b).sum()), int((~right_a & right_b).sum())
     return math.sqrt(max(n10 + n01 - (n10 - n01) ** 2 / n, 0.0)) / n
+
+
+#: The smallest paired difference (in accuracy) the resize/canvas grid labels (``experiments/README.md``).
+CANVAS_THRESHOLD = 0.05
+
+
+def canvas_differences(rows: list[dict], *, threshold: float = CANVAS_THRESHOLD) -> list[dict]:
+    """The resize/canvas grid's paired differences *interpolated minus plain*, labelled by its stated rule.
+
+    For every scheme of :data:`REAL_COORDINATE_SCHEMES`, condition (``"resize"``,
+    ``"canvas"``) and size with both scores in ``rows`` (rows of :func:`run_canvas_trial`):
+    the per-seed differences ``iacc - acc`` (same model, same images), their mean and 95 %
+    t-interval over seeds (:func:`~posenc.book.results.paired_difference`), the mean over
+    seeds of the test-set sampling error of each difference (:func:`image_paired_se`, from
+    the stored per-image bits), and a label, as ``experiments/README.md`` states it before
+    the data: ``"helps"`` where the interval is above 0 and the mean at least
+    ``threshold``; ``"hurts"`` where it is below 0 and the mean at most ``-threshold``;
+    ``"about 0"`` where the interval contains 0 and the mean is within ``threshold``;
+    ``"not separated"`` otherwise.
+
+    Returns:
+        One dict per (scheme, condition, size) with the keys ``scheme``, ``condition``,
+        ``size``, ``per_seed``, ``mean``, ``t95``, ``n``, ``seeds_lower``, ``image_se``
+        and ``label``.
+
+    Example:
+        >>> right = bits_hex(torch.ones(4, dtype=torch.bool))
+        >>> rows = [{"scheme": "rope_axial", "seed": s, "canvas_acc_32": 0.9, "canvas_iacc_32": 0.5 + 0.01 * s,
+        ...          "canvas_right_32": right, "canvas_iright_32": right} for s in range(5)]
+        >>> [(d["condition"], d["size"], d["label"]) for d in canvas_differences(rows)]
+        [('canvas', 32, 'hurts')]
+    """
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise TypeError("rows must be a list of dicts (the rows of run_canvas_trial)")
+    threshold = check_positive_float("threshold", threshold)
+    out = []
+    for scheme in REAL_COORDINATE_SCHEMES:
+        mine = sorted((r for r in rows if r.get("scheme") == scheme), key=lambda r: r.get("seed", 0))
+        for cond in ("resize", "canvas"):
+            sizes = sorted({int(k.rsplit("_", 1)[1]) for r in mine for k in r if k.startswith(f"{cond}_iacc_")})
+            for size in sizes:
+                sel = [r for r in mine if f"{cond}_iacc_{size}" in r and f"{cond}_acc_{size}" in r]
+                if len(sel) < 2:
+                    continue
+                a = [r[f"{cond}_iacc_{size}"] for r in sel]
+                b = [r[f"{cond}_acc_{size}"] for r in sel]
+                d = paired_difference(a, b)
+                ses = []
+                for r in sel:
+                    ia, pa = r.get(f"{cond}_iright_{size}"), r.get(f"{cond}_right_{size}")
+                    if isinstance(ia, str) and isinstance(pa, str) and len(ia) == len(pa):
+                        ses.append(image_paired_se(hex_bits(ia, 4 * len(ia)), hex_bits(pa, 4 * len(pa))))
+                lo, hi = d["t95"]
+                if lo > 0 and d["mean"] >= threshold:
+                    label = "helps"
+                elif hi < 0 and d["mean"] <= -threshold:
+                    label = "hurts"
+                elif lo <= 0 <= hi and abs(d["mean"]) < threshold:
+                    label = "about 0"
+                else:
+                    label = "not separated"
+                out.append({
+                    "scheme": scheme, "condition": cond, "size": size,
+                    "per_seed": [x - y for x, y in zip(a, b)], "mean": d["mean"], "t95": d["t95"], "n": d["n"],
+                    "seeds_lower": d["a_lower"], "image_se": float(np.mean(ses)) if ses else math.nan, "label": label,
+                })
+    return out
+
+
+def canvas_verdict(differences: list[dict]) -> str:
+    """Which explanation the labelled differences support, by the rule written before the data.
+
+    ``"units of the object"``: both RoPE schemes' canvas differences at 32 px ``"hurts"``,
+    and the 12 px resize differences of 2-D sin-cos and of at least one RoPE scheme
+    ``"helps"``. ``"stay in range"``: both RoPE canvas differences at 32 px and the three
+    12 px resize differences ``"about 0"``. Otherwise ``"not separated"``.
+
+    Example:
+        >>> canvas_verdict([])
+        'not separated'
+    """
+    if not isinstance(differences, list):
+        raise TypeError("differences must be the list canvas_differences returns")
+    label = {(d["scheme"], d["condition"], d["size"]): d["label"] for d in differences}
+    rope = ("rope_axial", "rope_mixed")
+    if all(label.get((s, "canvas", 32)) == "hurts" for s in rope) and label.get(("sincos_2d", "resize", 12)) == "helps" \
+            and any(label.get((s, "resize", 12)) == "helps" for s in rope):
+        return "units of the object"
+    if all(label.get((s, "canvas", 32)) == "about 0" for s in rope) \
+            and all(label.get((s, "resize", 12)) == "about 0" for s in REAL_COORDINATE_SCHEMES):
+        return "stay in range"
+    return "not separated"
 
 
 # ----------------------------------------------------------------------------- a ViT's table at a new resolution

@@ -261,3 +261,36 @@ def test_transformers_helpers_qwen2_5_time_and_the_decode_jump():
     assert int(short_next[0]) == int(short_prefill[0, -1]) + 1  # where it follows the paper, no jump
     with pytest.raises(ValueError, match="model"):
         vision.transformers_rope_index(thirty_seconds, model="qwen3")
+
+
+def _fake_canvas_rows(canvas_gain, resize12_gain, seeds=10):
+    gen = torch.Generator().manual_seed(0)
+    rows = []
+    for scheme in vision.REAL_COORDINATE_SCHEMES:
+        for seed in range(seeds):
+            noise = 0.01 * (seed % 3 - 1)
+            right = vision.bits_hex(torch.rand(400, generator=gen) > 0.3)
+            rows.append({
+                "scheme": scheme, "seed": seed,
+                "canvas_acc_32": 0.9, "canvas_iacc_32": 0.9 + canvas_gain + noise,
+                "resize_acc_12": 0.5, "resize_iacc_12": 0.5 + resize12_gain + noise,
+                "canvas_right_32": right, "canvas_iright_32": right,
+                "resize_right_12": right, "resize_iright_12": right,
+            })
+    return rows
+
+
+def test_canvas_differences_label_by_the_stated_rule():
+    obj = vision.canvas_differences(_fake_canvas_rows(-0.3, 0.2))
+    assert {(d["condition"], d["label"]) for d in obj} == {("canvas", "hurts"), ("resize", "helps")}
+    assert all(d["n"] == 10 and d["image_se"] == 0.0 and len(d["per_seed"]) == 10 for d in obj)
+    assert vision.canvas_verdict(obj) == "units of the object"
+    rng = vision.canvas_differences(_fake_canvas_rows(0.0, 0.0))
+    assert {d["label"] for d in rng} == {"about 0"}
+    assert vision.canvas_verdict(rng) == "stay in range"
+    mixed = vision.canvas_differences(_fake_canvas_rows(-0.3, 0.0))
+    assert vision.canvas_verdict(mixed) == "not separated"
+    small = vision.canvas_differences(_fake_canvas_rows(-0.03, 0.02))  # clear of 0 but below the threshold
+    assert {d["label"] for d in small} == {"not separated"}
+    with pytest.raises(TypeError, match="rows"):
+        vision.canvas_differences({"rows": []})
