@@ -242,7 +242,7 @@ def sinusoidal_encoding_2d(
 
 
 class AxialRotaryEmbedding(nn.Module):
-    """2-D rotary embedding as two 1-D rotations: RoPE-Axial of Heo et al. (2024).
+    """2-D rotary embedding as two 1-D rotations: RoPE-Axial of Heo et al. (2024, section 3.2, "Axial frequency").
 
     Pair ``j < head_dim / 4`` turns by ``row * w_j`` and pair ``head_dim / 4 + j`` by
     ``col * w_j``, with ``w_j = base ** (-4 j / head_dim)``. Since each pair turns with
@@ -308,7 +308,7 @@ class AxialRotaryEmbedding(nn.Module):
 
 
 class MixedRotaryEmbedding(nn.Module):
-    """RoPE-Mixed of Heo et al. (2024): learned 2-D frequencies, per pair and head.
+    """RoPE-Mixed of Heo et al. (2024, section 3.2, "Mixed learnable frequency"): learned 2-D frequencies, per pair and head.
 
     Pair ``j`` of head ``h`` turns by ``row * freqs[0, h, j] + col * freqs[1, h, j]``: a
     frequency vector pointing in any direction of the image plane, so that a head can

@@ -38,10 +38,24 @@ from .. import AxialRotaryEmbedding, MixedRotaryEmbedding, sinusoidal_encoding, 
 from .._checks import check_choice, check_int, check_positive_float
 from .engine import TrialConfig, fit, seeded
 from .models import Block
+from .results import paired_difference
 
 __all__ = [
+    "CanvasConfig",
+    "REAL_COORDINATE_SCHEMES",
     "VISION_SCHEMES",
     "VisionConfig",
+    "CANVAS_THRESHOLD",
+    "bits_hex",
+    "canvas_differences",
+    "canvas_verdict",
+    "hex_bits",
+    "image_paired_se",
+    "paste_canvas",
+    "reference_param_groups",
+    "resize_vit_table",
+    "run_canvas_trial",
+    "score_condition",
     "TinyViT",
     "adjacency_distances",
     "digits_split",
@@ -52,6 +66,7 @@ __all__ = [
     "random_zoom",
     "run_vision_trial",
     "train_vit",
+    "transformers_decode_step",
     "transformers_rope_index",
     "upsample",
     "first_losses",
@@ -322,8 +337,17 @@ class TinyViT(nn.Module):
             return torch.from_numpy(sinusoidal_encoding_2d(grid, self.d_model)).to(dtype)
         return None
 
-    def forward(self, images: torch.Tensor, *, position_scale: float = 1.0) -> torch.Tensor:
+    def forward(
+        self, images: torch.Tensor, *, position_scale: float = 1.0, content: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Logits for ``images``; ``position_scale`` multiplies the patch coordinates.
+
+        ``content`` (boolean ``(batch, n_patches)``, row-major, ``True`` where a patch holds
+        the object) masks the others out: no patch attends to them and the mean pooling
+        leaves them out. With it, a digit pasted at a patch-aligned place on a larger empty
+        canvas (:func:`paste_canvas`) gives the position-free model exactly the numbers it
+        gives at the training size, and the RoPE models too (their scores depend on offsets
+        only), up to rounding: the canvas then changes only what an absolute scheme sees.
 
         ``position_scale < 1`` squeezes a larger grid into the coordinate range of the
         training grid (position interpolation, as for RoPE in chapter 4). With
@@ -341,6 +365,12 @@ class TinyViT(nn.Module):
             raise ValueError(f"position_scale applies to sincos_2d and the RoPE schemes, not to {self.scheme!r}")
         grid = images.shape[1] // self.patch
         x = self.embed(patchify(images.to(self.embed.weight.dtype), self.patch))
+        if content is not None:
+            if not isinstance(content, torch.Tensor) or content.dtype != torch.bool or content.shape != x.shape[:2]:
+                got = tuple(content.shape) if isinstance(content, torch.Tensor) else type(content).__name__
+                raise ValueError(f"content must be a boolean tensor of shape (batch, n_patches) = {tuple(x.shape[:2])}, got {got}")
+            if not bool(content.any(dim=1).all()):
+                raise ValueError("content must mark at least one patch of every image")
         pos = grid_positions(grid, grid).to(x.device)
         if scale != 1.0:
             pos = pos.to(torch.float64) * scale
@@ -356,8 +386,17 @@ class TinyViT(nn.Module):
                 rot = functools.partial(self.rotary, positions=pos.to(x.dtype))
             elif self.scheme == "rope_mixed":
                 rot = functools.partial(self.rotary[i], positions=pos.to(x.dtype))
-            x = block(x, rotary=rot)
-        return self.head(self.norm(x).mean(dim=1))
+            if content is None:
+                x = block(x, rotary=rot)
+            else:  # Block's two residual steps, with the keys restricted to the object's patches
+                mask = content[:, None, :].expand(-1, x.shape[1], -1)
+                x = x + block.attn(block.norm1(x), mask=mask, rotary=rot)
+                x = x + block.mlp(block.norm2(x))
+        x = self.norm(x)
+        if content is None:
+            return self.head(x.mean(dim=1))
+        w = content.to(x.dtype)[..., None]
+        return self.head((x * w).sum(dim=1) / w.sum(dim=1))
 
 
 # ----------------------------------------------------------------------------- training
@@ -409,17 +448,29 @@ class VisionConfig(TrialConfig):
             raise ValueError(f"max_zoom must be >= 1, got {self.max_zoom}")
 
 
+def _scores(
+    model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch: int = 500, scale: float = 1.0,
+    content: torch.Tensor | None = None,
+) -> tuple[float, torch.Tensor]:
+    """(mean loss, boolean ``(n,)`` right or wrong per image)."""
+    model.eval()
+    total, right = 0.0, []
+    with torch.no_grad():
+        for i in range(0, len(images), batch):
+            kw = {} if scale == 1.0 else {"position_scale": scale}
+            if content is not None:
+                kw["content"] = content[i : i + batch]
+            logits = model(images[i : i + batch], **kw)
+            total += float(nn.functional.cross_entropy(logits, labels[i : i + batch], reduction="sum"))
+            right.append(logits.argmax(-1) == labels[i : i + batch])
+    return total / len(images), torch.cat(right)
+
+
 def _loss_acc(
     model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch: int = 500, scale: float = 1.0
 ) -> tuple[float, float]:
-    model.eval()
-    total, correct = 0.0, 0
-    with torch.no_grad():
-        for i in range(0, len(images), batch):
-            logits = model(images[i : i + batch]) if scale == 1.0 else model(images[i : i + batch], position_scale=scale)
-            total += float(nn.functional.cross_entropy(logits, labels[i : i + batch], reduction="sum"))
-            correct += int((logits.argmax(-1) == labels[i : i + batch]).sum())
-    return total / len(images), correct / len(images)
+    loss, right = _scores(model, images, labels, batch, scale)
+    return loss, int(right.sum()) / len(images)
 
 
 def train_vit(scheme: str, seed: int, config: VisionConfig = VisionConfig()) -> tuple[TinyViT, dict]:
@@ -445,7 +496,10 @@ def train_vit(scheme: str, seed: int, config: VisionConfig = VisionConfig()) -> 
 def _fit(model, xs, ys, xval, yval, seed, config, stop_after=None):
     """Chapter 8's epochs of zoomed crops, loss and validation loss under :func:`~posenc.book.engine.fit`."""
     gen = torch.Generator().manual_seed(seed + 1_000_003)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    if getattr(config, "decay_rule", "all") == "reference":
+        opt = torch.optim.AdamW(reference_param_groups(model, config.weight_decay), lr=config.lr)
+    else:  # the resolution experiment's recipe, as it ran: decay on every parameter
+        opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     per_epoch = math.ceil(len(xs) / config.batch_size)
 
     def batches():
@@ -497,7 +551,7 @@ def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, **unit) -
 
     Args:
         config: the grid's ``"config"`` (a :meth:`~posenc.book.engine.TrialConfig.to_dict`, as in
-            ``vision_resolution.json``).
+            ``vision_resolution.json``; one with ``decay_rule`` is a :class:`CanvasConfig`).
         seed: the run's seed.
         n: how many losses.
         scheme: the unit key of a row (one of :data:`VISION_SCHEMES`); the row's other
@@ -507,7 +561,9 @@ def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, **unit) -
         >>> len(first_losses(VisionConfig(n_train=64, d_model=16, d_ff=16).to_dict(), 0, 2, scheme="none"))
         2
     """
-    cfg = VisionConfig.from_dict(config)
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict (a TrialConfig.to_dict()), got {type(config).__name__}")
+    cfg = (CanvasConfig if "decay_rule" in config else VisionConfig).from_dict(config)
     scheme = check_choice("scheme", scheme, VISION_SCHEMES)
     n = check_int("n", n)
     xs, ys, xval, yval = _train_data(cfg)
@@ -552,39 +608,450 @@ def run_vision_trial(scheme: str, seed: int, config: VisionConfig = VisionConfig
     return row
 
 
-def transformers_rope_index(segments, *, spatial_merge_size: int = 2) -> torch.Tensor:
-    """The M-RoPE ids ``transformers`` computes (``Qwen2VLModel.get_rope_index``) for ``segments``.
-
-    ``segments`` as for :func:`posenc.mrope_position_ids`; no model is built (the method
-    reads only the merge size from its model). Returns a long tensor ``(3, seq)``. Needs
-    ``transformers`` (the book extra).
-    """
-    import types
-    import warnings
-
-    with warnings.catch_warnings():  # transformers' import may warn about tqdm widgets
-        warnings.simplefilter("ignore")
-        from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel
-
-    posenc.mrope_position_ids(segments, spatial_merge_size=spatial_merge_size)  # the same checks
-    m = spatial_merge_size
-    token_types, images, videos = [], [], []
-    for kind, size in segments:
+def _transformers_inputs(segments, m):
+    token_types, images, videos, seconds = [], [], [], []
+    for seg in segments:
+        kind, size = seg[0], seg[1]
         if kind == "text":
             token_types += [0] * size
         else:
             t, h, w = size
             token_types += [1 if kind == "image" else 2] * (t * h * w // m**2)
             (images if kind == "image" else videos).append(list(size))
+            if kind == "video":
+                seconds.append(float(seg[2]) if len(seg) == 3 else 1.0)
+    return torch.tensor([token_types]), images, videos, seconds
+
+
+def _qwen_model(model: str):
+    import warnings
+
+    with warnings.catch_warnings():  # transformers' import may warn about tqdm widgets
+        warnings.simplefilter("ignore")
+        if model == "qwen2":
+            from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel as cls
+        else:
+            from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel as cls
+    return cls
+
+
+def transformers_rope_index(
+    segments, *, spatial_merge_size: int = 2, model: str = "qwen2", tokens_per_second: int = 2
+) -> torch.Tensor:
+    """The M-RoPE ids ``transformers`` computes (``get_rope_index``) for ``segments``.
+
+    ``segments`` as for :func:`posenc.mrope_position_ids` (a video may carry its seconds per
+    temporal patch as a third element, used by ``model="qwen2.5"``); ``model`` is
+    ``"qwen2"`` (``Qwen2VLModel``) or ``"qwen2.5"`` (``Qwen2_5_VLModel``, with
+    ``tokens_per_second``). No model is built (the method reads only the merge size and
+    ``tokens_per_second`` from its model). Returns a long tensor ``(3, seq)``. Needs
+    ``transformers`` (the book extra).
+    """
+    model = check_choice("model", model, ("qwen2", "qwen2.5"))
+    posenc.mrope_position_ids(segments, spatial_merge_size=spatial_merge_size, tokens_per_second=tokens_per_second)
+    return _hf_rope_index(segments, spatial_merge_size, model, tokens_per_second)[0][:, 0]
+
+
+def _hf_rope_index(segments, m, model, tokens_per_second):
+    """``get_rope_index`` of ``transformers`` itself: ``(ids (3, 1, seq), rope_deltas (1, 1))``."""
+    import types
+
+    token_types, images, videos, seconds = _transformers_inputs(segments, m)
+    cls = _qwen_model(model)
     fake = types.SimpleNamespace(
-        config=types.SimpleNamespace(vision_config=types.SimpleNamespace(spatial_merge_size=m)),
-        get_vision_position_ids=lambda *a, **k: Qwen2VLModel.get_vision_position_ids(None, *a, **k),
+        config=types.SimpleNamespace(
+            vision_config=types.SimpleNamespace(spatial_merge_size=m, tokens_per_second=tokens_per_second)
+        ),
+        get_vision_position_ids=lambda *a, **k: cls.get_vision_position_ids(None, *a, **k),
     )
-    ids, _ = Qwen2VLModel.get_rope_index(
-        fake,
-        torch.zeros(1, len(token_types), dtype=torch.long),
-        torch.tensor([token_types]),
-        torch.tensor(images) if images else None,
-        torch.tensor(videos) if videos else None,
+    kwargs = dict(
+        image_grid_thw=torch.tensor(images) if images else None,
+        video_grid_thw=torch.tensor(videos) if videos else None,
     )
-    return ids[:, 0]
+    if model == "qwen2.5":
+        kwargs["second_per_grid_ts"] = torch.tensor(seconds) if seconds else None
+    return cls.get_rope_index(fake, torch.zeros_like(token_types), token_types, **kwargs)
+
+
+def transformers_decode_step(segments, *, spatial_merge_size: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Qwen2-VL's ids in ``transformers`` for a prompt and for the first token decoded after it with a cache.
+
+    Runs ``Qwen2VLModel.compute_3d_position_ids`` twice, as a forward call does: once on the
+    prompt (prefill, through ``get_rope_index``, which stores ``rope_deltas``) and once for
+    one new token with a cache of the prompt's length and no position ids (a hand-written
+    decoding loop: the id is *tokens so far + rope_deltas*). Returns ``(prefill (3, seq),
+    next (3,))``. ``generate()`` does not take this path (it keeps its own ids).
+    """
+    import types
+
+    posenc.mrope_position_ids(segments, spatial_merge_size=spatial_merge_size)
+    m = spatial_merge_size
+    token_types, images, videos, _ = _transformers_inputs(segments, m)
+    cls = _qwen_model("qwen2")
+    fake = types.SimpleNamespace(rope_deltas=None)
+    fake.get_rope_index = lambda *a, **k: _hf_rope_index(segments, m, "qwen2", 2)
+    grids = dict(
+        image_grid_thw=torch.tensor(images) if images else None,
+        video_grid_thw=torch.tensor(videos) if videos else None,
+    )
+    prefill = cls.compute_3d_position_ids(fake, torch.zeros_like(token_types), None, mm_token_type_ids=token_types, **grids)
+    cache = types.SimpleNamespace(get_seq_length=lambda: token_types.shape[1])
+    step = cls.compute_3d_position_ids(
+        fake, None, torch.zeros(1, 1, 8), past_key_values=cache, mm_token_type_ids=token_types, **grids
+    )
+    return prefill[:, 0], step[:, 0, 0]
+
+# ----------------------------------------------------------------------------- resize against canvas
+
+#: The schemes whose coordinates can be rescaled (``position_scale``).
+REAL_COORDINATE_SCHEMES = ("sincos_2d", "rope_axial", "rope_mixed")
+
+
+def paste_canvas(
+    images: torch.Tensor, size: int, *, train_size: int = 16, patch: int = 4, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Digits drawn at the training scale and pasted onto a larger empty canvas.
+
+    Each ``(h, w)`` image is upsampled to ``train_size`` (as the training-size test images
+    are) and pasted at a patch-aligned place, uniform over the places that fit, on a zero
+    canvas of ``size x size``: the "larger canvas, same scale" condition (a document or a
+    screenshot that grows, Qwen2-VL's native resolution), against :func:`upsample`'s
+    "same view, more pixels". The places come from a generator seeded by ``seed``, the
+    same for every model.
+
+    Returns:
+        ``(canvases, content)``: ``(n, size, size)`` in the images' dtype, and a boolean
+        ``(n, (size // patch) ** 2)``, row-major, ``True`` on the patches of the digit (the
+        ``content`` of :meth:`TinyViT.forward`).
+
+    Example:
+        >>> x, keep = paste_canvas(torch.ones(2, 8, 8), 24, seed=1)
+        >>> tuple(x.shape), keep.sum(dim=1).tolist(), float(x.sum(dim=(1, 2))[0])
+        ((2, 24, 24), [16, 16], 256.0)
+    """
+    if not isinstance(images, torch.Tensor) or images.ndim != 3 or not images.is_floating_point():
+        raise TypeError("images must be a floating-point tensor of shape (n, height, width)")
+    size, train_size, patch = check_int("size", size), check_int("train_size", train_size), check_int("patch", patch)
+    seed = check_int("seed", seed, minimum=0)
+    if train_size % patch or size % patch:
+        raise ValueError(f"size ({size}) and train_size ({train_size}) must be multiples of patch={patch}")
+    if size < train_size:
+        raise ValueError(f"size must be at least train_size={train_size}, got {size}")
+    digits = upsample(images, train_size)
+    n, g, t = len(images), size // patch, train_size // patch
+    gen = torch.Generator().manual_seed(seed)
+    rows = torch.randint(0, g - t + 1, (n,), generator=gen).tolist()
+    cols = torch.randint(0, g - t + 1, (n,), generator=gen).tolist()
+    out = torch.zeros(n, size, size, dtype=images.dtype)
+    content = torch.zeros(n, g, g, dtype=torch.bool)
+    for i, (r, c) in enumerate(zip(rows, cols)):
+        out[i, r * patch : r * patch + train_size, c * patch : c * patch + train_size] = digits[i]
+        content[i, r : r + t, c : c + t] = True
+    return out, content.reshape(n, g * g)
+
+
+def reference_param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW parameter groups as the reference ViT code builds them: no decay on positions.
+
+    timm's optimizer factory (used by DeiT and by Heo et al.'s rope-vit) leaves out of the
+    weight decay every parameter with one dimension or fewer (biases, LayerNorm gains) and
+    the names the model lists in ``no_weight_decay`` (rope-vit: ``pos_embed``, ``cls_token``,
+    ``freqs``). Here: 1-D parameters, the learned table (``table``) and RoPE-Mixed's
+    frequencies (``freqs``) get no decay; every other weight gets ``weight_decay``.
+
+    Example:
+        >>> groups = reference_param_groups(TinyViT("learned_2d"), 0.05)
+        >>> [g["weight_decay"] for g in groups], sum(len(g["params"]) for g in groups) == len(list(TinyViT("none").parameters())) + 1
+        ([0.05, 0.0], True)
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    weight_decay = float(weight_decay)
+    if not math.isfinite(weight_decay) or weight_decay < 0:
+        raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay}")
+    decay, keep = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        last = name.rsplit(".", 1)[-1]
+        (keep if p.ndim <= 1 or last in ("table", "freqs") else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": keep, "weight_decay": 0.0}]
+
+
+@dataclass(frozen=True)
+class CanvasConfig(VisionConfig):
+    """:class:`VisionConfig` with the reference weight decay and the canvas sizes of the resize/canvas grid.
+
+    ``decay_rule="reference"``: :func:`reference_param_groups` (``"all"``: decay on every
+    parameter, the resolution experiment's recipe). ``canvas_sizes``: the canvases the
+    training-scale digit is pasted on; ``canvas_seed``: the places (:func:`paste_canvas`).
+    Everything else is :class:`VisionConfig`'s, the training zoom included (uniform in
+    ``[1, max_zoom] = [1, 1.6]``: the content scales of the 20 and 24 px resize tests,
+    1.25 and 1.5 times the training scale, are seen in training; 12 px, 0.75 times, and
+    32 px, 2 times, are not).
+    """
+
+    decay_rule: str = "reference"
+    canvas_sizes: tuple[int, ...] = (20, 24, 32)
+    canvas_seed: int = 0
+
+    def validate(self) -> None:
+        super().validate()
+        check_choice("decay_rule", self.decay_rule, ("reference", "all"))
+        check_int("canvas_seed", self.canvas_seed, minimum=0)
+        if not isinstance(self.canvas_sizes, (tuple, list)) or not self.canvas_sizes:
+            raise TypeError(f"canvas_sizes must be a non-empty tuple of ints, got {self.canvas_sizes!r}")
+        for s in self.canvas_sizes:
+            if check_int("canvas_sizes", s) % self.patch or s < self.train_size:
+                raise ValueError(f"canvas sizes must be multiples of patch={self.patch} and >= train_size, got {s}")
+
+
+def score_condition(
+    model: TinyViT, condition: str, size: int, *, interpolate: bool = False, split: str = "test", seed: int = 0
+) -> tuple[float, torch.Tensor]:
+    """(mean loss, per-image right or wrong ``(n,)`` bool) of ``model`` under one test condition.
+
+    ``condition="resize"``: the digits upsampled to ``size`` (:func:`upsample`, same view,
+    more pixels); ``"canvas"``: drawn at the training size and pasted on a ``size`` canvas
+    (:func:`paste_canvas` with ``seed``), the empty patches masked. ``interpolate`` scales
+    the coordinates by ``train_grid / grid`` (:meth:`TinyViT.forward`).
+
+    Example:
+        >>> m = TinyViT("none")
+        >>> a = score_condition(m, "canvas", 24)[1]
+        >>> b = score_condition(m, "resize", 16)[1]
+        >>> bool((a == b).all())  # the position-free model does not see the canvas
+        True
+    """
+    if not isinstance(model, TinyViT):
+        raise TypeError(f"model must be a TinyViT, got {type(model).__name__}")
+    condition = check_choice("condition", condition, ("resize", "canvas"))
+    size = check_int("size", size)
+    if size % model.patch:
+        raise ValueError(f"size must be a multiple of the model's patch ({model.patch}), got {size}")
+    if not isinstance(interpolate, bool):
+        raise TypeError(f"interpolate must be True or False, got {interpolate!r}")
+    x, y = digits_split()[check_choice("split", split, ("train", "val", "test"))]
+    dtype = model.embed.weight.dtype
+    content = None
+    if condition == "resize":
+        images = upsample(x, size)
+    else:
+        images, content = paste_canvas(x, size, train_size=model.train_grid * model.patch, patch=model.patch, seed=seed)
+    scale = model.train_grid / (size // model.patch) if interpolate else 1.0
+    return _scores(model, images.to(dtype), y, scale=scale, content=content)
+
+
+def bits_hex(right: torch.Tensor) -> str:
+    """Pack a boolean vector into a hex string (4 images a digit), for results files.
+
+    Example:
+        >>> bits_hex(torch.tensor([True, False, False, False, True]))
+        '88'
+        >>> hex_bits('88', 5).tolist()
+        [True, False, False, False, True]
+    """
+    if not isinstance(right, torch.Tensor) or right.dtype != torch.bool or right.ndim != 1:
+        raise TypeError("right must be a 1-D boolean tensor")
+    bits = right.tolist() + [False] * (-len(right) % 4)
+    return "".join(f"{8 * a + 4 * b + 2 * c + d:x}" for a, b, c, d in zip(*[iter(bits)] * 4))
+
+
+def hex_bits(text: str, n: int) -> torch.Tensor:
+    """The inverse of :func:`bits_hex`: the first ``n`` booleans of ``text``."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str of hex digits, got {type(text).__name__}")
+    n = check_int("n", n, minimum=0)
+    if any(ch not in "0123456789abcdef" for ch in text):
+        raise ValueError(f"text must hold lower-case hex digits only (bits_hex's output), got {text[:20]!r}")
+    if len(text) * 4 < n:
+        raise ValueError(f"text holds {len(text) * 4} bits, fewer than n={n}")
+    return torch.tensor([bool(int(ch, 16) >> (3 - k) & 1) for ch in text for k in range(4)][:n])
+
+
+def run_canvas_trial(scheme: str, seed: int, config: CanvasConfig = CanvasConfig()) -> dict:
+    """Train one model and score it under both conditions: one JSON row of the resize/canvas grid.
+
+    Keys, for every ``size`` of ``config.eval_sizes`` (resize) and ``config.canvas_sizes``
+    (canvas): ``<cond>_acc_<size>``, ``<cond>_loss_<size>`` and ``<cond>_right_<size>`` (per
+    test image, :func:`bits_hex`); for :data:`REAL_COORDINATE_SCHEMES` also the same with
+    ``iacc``/``iloss``/``iright``, the coordinates scaled into the training grid. The
+    learned table is resized bicubically to every grid (its only way to meet one), so it
+    has no separate interpolated score.
+    """
+    if not isinstance(config, CanvasConfig):
+        raise TypeError(f"config must be a CanvasConfig, got {type(config).__name__}")
+    model, hist = train_vit(scheme, seed, config)
+    row = {"scheme": scheme, "seed": seed, "best_epoch": hist["best_epoch"], "epochs": hist["epochs"],
+           "seconds": round(hist["seconds"], 1)}
+    conditions = [("resize", s) for s in config.eval_sizes] + [("canvas", s) for s in config.canvas_sizes]
+    for cond, s in conditions:
+        for interp in (False, True):
+            if interp and (scheme not in REAL_COORDINATE_SCHEMES or s == config.train_size):
+                continue
+            loss, right = score_condition(model, cond, s, interpolate=interp, seed=config.canvas_seed)
+            i = "i" if interp else ""
+            row[f"{cond}_{i}loss_{s}"] = round(loss, 4)
+            row[f"{cond}_{i}acc_{s}"] = round(int(right.sum()) / len(right), 4)
+            row[f"{cond}_{i}right_{s}"] = bits_hex(right)
+    return row
+
+
+def image_paired_se(right_a: torch.Tensor, right_b: torch.Tensor) -> float:
+    """The test-set sampling standard error of ``acc(a) - acc(b)`` on the same images.
+
+    ``sqrt(n01 + n10 - (n01 - n10)**2 / n) / n`` with ``n01``, ``n10`` the images only one
+    of the two gets right (the paired, McNemar-style standard error): what drawing another
+    test set of the same size would move the difference by, for one trained model.
+
+    Example:
+        >>> a = torch.tensor([True] * 6 + [False] * 4)
+        >>> b = torch.tensor([True] * 4 + [False] * 6)
+        >>> round(image_paired_se(a, b), 4)  # two images differ, both in a's favour
+        0.1265
+    """
+    for name, v in (("right_a", right_a), ("right_b", right_b)):
+        if not isinstance(v, torch.Tensor) or v.dtype != torch.bool or v.ndim != 1:
+            raise TypeError(f"{name} must be a 1-D boolean tensor")
+    if right_a.shape != right_b.shape or len(right_a) == 0:
+        raise ValueError(f"right_a and right_b must have the same non-zero length, got {len(right_a)} and {len(right_b)}")
+    n = len(right_a)
+    n10, n01 = int((right_a & ~right_b).sum()), int((~right_a & right_b).sum())
+    return math.sqrt(max(n10 + n01 - (n10 - n01) ** 2 / n, 0.0)) / n
+
+
+#: The smallest paired difference (in accuracy) the resize/canvas grid labels (``experiments/README.md``).
+CANVAS_THRESHOLD = 0.05
+
+
+def canvas_differences(rows: list[dict], *, threshold: float = CANVAS_THRESHOLD) -> list[dict]:
+    """The resize/canvas grid's paired differences *interpolated minus plain*, labelled by its stated rule.
+
+    For every scheme of :data:`REAL_COORDINATE_SCHEMES`, condition (``"resize"``,
+    ``"canvas"``) and size with both scores in ``rows`` (rows of :func:`run_canvas_trial`):
+    the per-seed differences ``iacc - acc`` (same model, same images), their mean and 95 %
+    t-interval over seeds (:func:`~posenc.book.results.paired_difference`), the mean over
+    seeds of the test-set sampling error of each difference (:func:`image_paired_se`, from
+    the stored per-image bits), and a label, as ``experiments/README.md`` states it before
+    the data: ``"helps"`` where the interval is above 0 and the mean at least
+    ``threshold``; ``"hurts"`` where it is below 0 and the mean at most ``-threshold``;
+    ``"about 0"`` where the interval contains 0 and the mean is within ``threshold``;
+    ``"not separated"`` otherwise.
+
+    Returns:
+        One dict per (scheme, condition, size) with the keys ``scheme``, ``condition``,
+        ``size``, ``per_seed``, ``mean``, ``t95``, ``n``, ``seeds_lower``, ``image_se``
+        and ``label``.
+
+    Example:
+        >>> right = bits_hex(torch.ones(4, dtype=torch.bool))
+        >>> rows = [{"scheme": "rope_axial", "seed": s, "canvas_acc_32": 0.9, "canvas_iacc_32": 0.5 + 0.01 * s,
+        ...          "canvas_right_32": right, "canvas_iright_32": right} for s in range(5)]
+        >>> [(d["condition"], d["size"], d["label"]) for d in canvas_differences(rows)]
+        [('canvas', 32, 'hurts')]
+    """
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise TypeError("rows must be a list of dicts (the rows of run_canvas_trial)")
+    threshold = check_positive_float("threshold", threshold)
+    out = []
+    for scheme in REAL_COORDINATE_SCHEMES:
+        mine = sorted((r for r in rows if r.get("scheme") == scheme), key=lambda r: r.get("seed", 0))
+        for cond in ("resize", "canvas"):
+            sizes = sorted({int(k.rsplit("_", 1)[1]) for r in mine for k in r if k.startswith(f"{cond}_iacc_")})
+            for size in sizes:
+                sel = [r for r in mine if f"{cond}_iacc_{size}" in r and f"{cond}_acc_{size}" in r]
+                if len(sel) < 2:
+                    continue
+                a = [r[f"{cond}_iacc_{size}"] for r in sel]
+                b = [r[f"{cond}_acc_{size}"] for r in sel]
+                d = paired_difference(a, b)
+                ses = []
+                for r in sel:
+                    ia, pa = r.get(f"{cond}_iright_{size}"), r.get(f"{cond}_right_{size}")
+                    if isinstance(ia, str) and isinstance(pa, str) and len(ia) == len(pa):
+                        ses.append(image_paired_se(hex_bits(ia, 4 * len(ia)), hex_bits(pa, 4 * len(pa))))
+                lo, hi = d["t95"]
+                if lo > 0 and d["mean"] >= threshold:
+                    label = "helps"
+                elif hi < 0 and d["mean"] <= -threshold:
+                    label = "hurts"
+                elif lo <= 0 <= hi and abs(d["mean"]) < threshold:
+                    label = "about 0"
+                else:
+                    label = "not separated"
+                out.append({
+                    "scheme": scheme, "condition": cond, "size": size,
+                    "per_seed": [x - y for x, y in zip(a, b)], "mean": d["mean"], "t95": d["t95"], "n": d["n"],
+                    "seeds_lower": d["a_lower"], "image_se": float(np.mean(ses)) if ses else math.nan, "label": label,
+                })
+    return out
+
+
+def canvas_verdict(differences: list[dict]) -> str:
+    """Which explanation the labelled differences support, by the rule written before the data.
+
+    ``"units of the object"``: both RoPE schemes' canvas differences at 32 px ``"hurts"``,
+    and the 12 px resize differences of 2-D sin-cos and of at least one RoPE scheme
+    ``"helps"``. ``"stay in range"``: both RoPE canvas differences at 32 px and the three
+    12 px resize differences ``"about 0"``. Otherwise ``"not separated"``.
+
+    Example:
+        >>> canvas_verdict([])
+        'not separated'
+    """
+    if not isinstance(differences, list):
+        raise TypeError("differences must be the list canvas_differences returns")
+    label = {(d["scheme"], d["condition"], d["size"]): d["label"] for d in differences}
+    rope = ("rope_axial", "rope_mixed")
+    if all(label.get((s, "canvas", 32)) == "hurts" for s in rope) and label.get(("sincos_2d", "resize", 12)) == "helps" \
+            and any(label.get((s, "resize", 12)) == "helps" for s in rope):
+        return "units of the object"
+    if all(label.get((s, "canvas", 32)) == "about 0" for s in rope) \
+            and all(label.get((s, "resize", 12)) == "about 0" for s in REAL_COORDINATE_SCHEMES):
+        return "stay in range"
+    return "not separated"
+
+
+# ----------------------------------------------------------------------------- a ViT's table at a new resolution
+
+
+def resize_vit_table(table: torch.Tensor, new_grid: int | tuple[int, int], *, prefix_tokens: int = 1) -> torch.Tensor:
+    """A ViT's learned position table resized to a new patch grid, with the [CLS] row kept aside.
+
+    ``table`` is ``(prefix_tokens + G * G, d)`` or ``(1, prefix_tokens + G * G, d)``: the
+    rows of the prefix tokens ([CLS], and distillation or register tokens where a model
+    has them) first, then one row per patch of a square ``G x G`` grid, row-major. The
+    patch rows are reshaped to a ``d``-channel ``G x G`` image, resized bicubically
+    (``align_corners=False``) to ``new_grid`` (an int or ``(height, width)``) and flattened
+    back; the prefix rows are returned unchanged in front. This is what ``transformers``'
+    ``ViTEmbeddings.interpolate_pos_encoding`` computes when a ViT is called with
+    ``interpolate_pos_encoding=True`` (there on every call, here once). Resizing all the
+    rows as one sequence would mix [CLS] into the grid and shift every patch.
+
+    Example:
+        >>> t = torch.randn(1 + 4 * 4, 8)
+        >>> out = resize_vit_table(t, (6, 8))
+        >>> tuple(out.shape), torch.equal(out[0], t[0])
+        ((49, 8), True)
+    """
+    if not isinstance(table, torch.Tensor) or table.ndim not in (2, 3) or not table.is_floating_point():
+        raise TypeError("table must be a floating-point tensor of shape (rows, d) or (1, rows, d)")
+    prefix_tokens = check_int("prefix_tokens", prefix_tokens, minimum=0)
+    batched = table.ndim == 3
+    if batched and table.shape[0] != 1:
+        raise ValueError(f"a batched table must have batch size 1, got {table.shape[0]}")
+    t = table[0] if batched else table
+    n = t.shape[0] - prefix_tokens
+    side = math.isqrt(max(n, 0))
+    if n <= 0 or side * side != n:
+        raise ValueError(f"table must hold prefix_tokens={prefix_tokens} rows and then a square grid, got {t.shape[0]} rows")
+    if isinstance(new_grid, tuple):
+        if len(new_grid) != 2:
+            raise ValueError(f"new_grid must be an int or (height, width), got {new_grid!r}")
+        h, w = check_int("new_grid", new_grid[0]), check_int("new_grid", new_grid[1])
+    else:
+        h = w = check_int("new_grid", new_grid)
+    grid = t[prefix_tokens:].reshape(1, side, side, -1).permute(0, 3, 1, 2)
+    grid = nn.functional.interpolate(grid, size=(h, w), mode="bicubic", align_corners=False)
+    out = torch.cat([t[:prefix_tokens], grid.permute(0, 2, 3, 1).reshape(h * w, -1)])
+    return out[None] if batched else out

@@ -113,3 +113,184 @@ def test_position_interpolation_maps_a_larger_grid_into_the_training_range():
         vision.TinyViT("learned_2d")(torch.rand(1, 16, 16), position_scale=0.5)
     with pytest.raises(TypeError, match="interpolate"):
         vision.evaluate_vit(m, 16, interpolate="yes")
+
+
+# ----------------------------------------------------------------------------- resize against canvas
+
+
+def test_paste_canvas_puts_the_training_scale_digit_on_whole_patches():
+    x = vision.digits_split()["test"][0][:20]
+    canvas, keep = vision.paste_canvas(x, 32, seed=5)
+    assert canvas.shape == (20, 32, 32) and keep.shape == (20, 64) and keep.dtype == torch.bool
+    assert keep.sum(dim=1).tolist() == [16] * 20
+    up = vision.upsample(x, 16)
+    for i in range(20):
+        rows, cols = torch.nonzero(keep[i].reshape(8, 8), as_tuple=True)
+        r, c = int(rows.min()) * 4, int(cols.min()) * 4
+        torch.testing.assert_close(canvas[i, r : r + 16, c : c + 16], up[i])
+        assert float(canvas[i].sum()) == pytest.approx(float(up[i].sum()))  # nothing outside the digit
+    again, _ = vision.paste_canvas(x, 32, seed=5)
+    assert torch.equal(canvas, again)
+    same, whole = vision.paste_canvas(x, 16)
+    torch.testing.assert_close(same, up)
+    assert bool(whole.all())
+
+
+@pytest.mark.parametrize("scheme", vision.VISION_SCHEMES)
+def test_masked_canvas_changes_only_what_absolute_schemes_see(scheme):
+    torch.manual_seed(0)
+    m = vision.TinyViT(scheme).eval()
+    x = vision.digits_split()["test"][0][:30]
+    canvas, keep = vision.paste_canvas(x, 32, seed=3)
+    with torch.no_grad():
+        at16 = m(vision.upsample(x, 16).float())
+        masked = m(canvas.float(), content=keep)
+        unmasked = m(canvas.float())
+    assert (at16 - unmasked).abs().max() > 0.05  # without the mask the empty patches count
+    if scheme in ("none", "rope_axial", "rope_mixed"):
+        torch.testing.assert_close(masked, at16, atol=2e-6, rtol=0)
+    else:
+        assert (masked - at16).abs().max() > 1e-3
+    # an all-true mask is no mask
+    torch.testing.assert_close(m(canvas.float(), content=torch.ones_like(keep)), unmasked, atol=1e-6, rtol=0)
+
+
+def test_score_condition_none_is_blind_to_the_canvas():
+    torch.manual_seed(0)
+    m = vision.TinyViT("none", d_model=16, n_heads=2, n_layers=1, d_ff=16)
+    loss16, right16 = vision.score_condition(m, "resize", 16)
+    loss32, right32 = vision.score_condition(m, "canvas", 32)
+    assert torch.equal(right16, right32) and loss32 == pytest.approx(loss16, abs=1e-6)
+    assert right16.shape == (400,)
+    with pytest.raises(ValueError, match="condition"):
+        vision.score_condition(m, "crop", 32)
+    with pytest.raises(ValueError, match="size"):
+        vision.score_condition(m, "canvas", 18)
+
+
+def test_reference_param_groups_leave_positions_and_norms_undecayed():
+    for scheme, name in (("learned_2d", "table"), ("rope_mixed", "freqs")):
+        m = vision.TinyViT(scheme)
+        decay, keep = vision.reference_param_groups(m, 0.05)
+        assert decay["weight_decay"] == 0.05 and keep["weight_decay"] == 0.0
+        ids = lambda g: {id(p) for p in g["params"]}  # noqa: E731
+        assert ids(decay).isdisjoint(ids(keep)) and len(ids(decay) | ids(keep)) == len(list(m.parameters()))
+        named = dict(m.named_parameters())
+        assert all(id(p) in ids(keep) for k, p in named.items() if k.endswith(name) or p.ndim <= 1)
+        assert id(m.embed.weight) in ids(decay) and id(m.blocks[0].mlp[0].weight) in ids(decay)
+    with pytest.raises(ValueError, match="weight_decay"):
+        vision.reference_param_groups(m, -1.0)
+
+
+def test_canvas_config_and_its_fingerprint_function():
+    cfg = vision.CanvasConfig(max_epochs=1, n_train=384, d_model=16, n_heads=2, d_ff=16, n_layers=1)
+    d = cfg.to_dict()
+    assert d["decay_rule"] == "reference" and vision.CanvasConfig.from_dict(d) == cfg
+    a = vision.first_losses(d, 0, 3, scheme="learned_2d")
+    b = vision.first_losses({**d, "decay_rule": "all"}, 0, 3, scheme="learned_2d")
+    assert len(a) == 3 and a[0] == b[0] and a != b  # the same start; the decay rule acts from the first update
+    with pytest.raises(ValueError, match="decay_rule"):
+        vision.CanvasConfig(decay_rule="some")
+    with pytest.raises(ValueError, match="canvas"):
+        vision.CanvasConfig(canvas_sizes=(12,))
+    with pytest.raises(TypeError, match="CanvasConfig"):
+        vision.run_canvas_trial("none", 0, vision.VisionConfig())
+
+
+def test_bits_and_the_paired_sampling_error():
+    right = torch.rand(401, generator=torch.Generator().manual_seed(0)) > 0.3
+    assert torch.equal(vision.hex_bits(vision.bits_hex(right), 401), right)
+    same = vision.image_paired_se(right, right)
+    assert same == 0.0
+    a = torch.tensor([True] * 60 + [False] * 40)
+    b = torch.tensor([False] * 10 + [True] * 60 + [False] * 30)  # 10 only a, 10 only b
+    assert vision.image_paired_se(a, b) == pytest.approx(np.sqrt(20) / 100)
+    with pytest.raises(ValueError, match="length"):
+        vision.image_paired_se(a, b[:50])
+    with pytest.raises(TypeError, match="boolean"):
+        vision.bits_hex(torch.ones(3))
+    with pytest.raises(ValueError, match="hex"):
+        vision.hex_bits("zz", 4)
+    with pytest.raises(TypeError, match="canvas_sizes"):
+        vision.CanvasConfig(canvas_sizes=32)
+    with pytest.raises(TypeError, match="images"):
+        vision.paste_canvas(None, 20)
+    with pytest.raises(ValueError, match="size"):
+        vision.paste_canvas(torch.rand(1, 8, 8), 12)
+    with pytest.raises(ValueError, match="content"):
+        vision.TinyViT("none")(torch.rand(1, 16, 16), content=torch.zeros(1, 16, dtype=torch.bool))
+    with pytest.raises(ValueError, match="content"):
+        vision.TinyViT("none")(torch.rand(1, 16, 16), content=torch.ones(1, 9, dtype=torch.bool))
+
+
+def test_resize_vit_table_equals_transformers_interpolate_pos_encoding():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from transformers import ViTConfig
+        from transformers.models.vit.modeling_vit import ViTEmbeddings
+    torch.manual_seed(0)
+    emb = ViTEmbeddings(ViTConfig(image_size=32, patch_size=8, hidden_size=16, num_channels=1)).eval()
+    torch.nn.init.normal_(emb.position_embeddings)
+    for h, w in ((48, 64), (24, 24), (32, 32)):
+        with torch.no_grad():
+            x = emb.patch_embeddings(torch.zeros(1, 1, h, w))
+            theirs = emb.interpolate_pos_encoding(torch.zeros(1, 1 + x.shape[1], 16), h, w)
+            ours = vision.resize_vit_table(emb.position_embeddings, (h // 8, w // 8))
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="square"):
+        vision.resize_vit_table(torch.randn(18, 4), 3)
+    with pytest.raises(ValueError, match="new_grid"):
+        vision.resize_vit_table(torch.randn(17, 4), (3, 3, 3))
+    with pytest.raises(TypeError, match="table"):
+        vision.resize_vit_table(torch.arange(17), 3)
+    t = torch.randn(16, 4)
+    torch.testing.assert_close(vision.resize_vit_table(t, 4, prefix_tokens=0), t)  # same grid: unchanged
+
+
+def test_transformers_helpers_qwen2_5_time_and_the_decode_jump():
+    thirty_seconds = [("text", 3), ("video", (30, 32, 32), 1.0), ("text", 3)]
+    hf = vision.transformers_rope_index(thirty_seconds, model="qwen2.5")
+    ours = posenc.mrope_position_ids(thirty_seconds, tokens_per_second=2)
+    assert torch.equal(hf[:, :-3], ours[:, :-3])  # the video's own ids agree
+    assert hf[0, -3:].tolist() == [19, 20, 21] and ours[0, -3:].tolist() == [62, 63, 64]
+    prefill, nxt = vision.transformers_decode_step([("text", 3), ("video", (8, 4, 4)), ("text", 3)])
+    assert prefill[0, -3:].tolist() == [5, 6, 7] and nxt.tolist() == [11, 11, 11]
+    short_prefill, short_next = vision.transformers_decode_step([("text", 3), ("video", (2, 4, 4)), ("text", 3)])
+    assert int(short_next[0]) == int(short_prefill[0, -1]) + 1  # where it follows the paper, no jump
+    with pytest.raises(ValueError, match="model"):
+        vision.transformers_rope_index(thirty_seconds, model="qwen3")
+
+
+def _fake_canvas_rows(canvas_gain, resize12_gain, seeds=10):
+    gen = torch.Generator().manual_seed(0)
+    rows = []
+    for scheme in vision.REAL_COORDINATE_SCHEMES:
+        for seed in range(seeds):
+            noise = 0.01 * (seed % 3 - 1)
+            right = vision.bits_hex(torch.rand(400, generator=gen) > 0.3)
+            rows.append({
+                "scheme": scheme, "seed": seed,
+                "canvas_acc_32": 0.9, "canvas_iacc_32": 0.9 + canvas_gain + noise,
+                "resize_acc_12": 0.5, "resize_iacc_12": 0.5 + resize12_gain + noise,
+                "canvas_right_32": right, "canvas_iright_32": right,
+                "resize_right_12": right, "resize_iright_12": right,
+            })
+    return rows
+
+
+def test_canvas_differences_label_by_the_stated_rule():
+    obj = vision.canvas_differences(_fake_canvas_rows(-0.3, 0.2))
+    assert {(d["condition"], d["label"]) for d in obj} == {("canvas", "hurts"), ("resize", "helps")}
+    assert all(d["n"] == 10 and d["image_se"] == 0.0 and len(d["per_seed"]) == 10 for d in obj)
+    assert vision.canvas_verdict(obj) == "units of the object"
+    rng = vision.canvas_differences(_fake_canvas_rows(0.0, 0.0))
+    assert {d["label"] for d in rng} == {"about 0"}
+    assert vision.canvas_verdict(rng) == "stay in range"
+    mixed = vision.canvas_differences(_fake_canvas_rows(-0.3, 0.0))
+    assert vision.canvas_verdict(mixed) == "not separated"
+    small = vision.canvas_differences(_fake_canvas_rows(-0.03, 0.02))  # clear of 0 but below the threshold
+    assert {d["label"] for d in small} == {"not separated"}
+    with pytest.raises(TypeError, match="rows"):
+        vision.canvas_differences({"rows": []})

@@ -160,3 +160,43 @@ def test_position_interpolation_prediction_holds():
         assert gains[-1] > 0.1, s  # a large recovery at 32 px
         assert gains[0] <= gains[-1] + 0.02, s  # larger the further the plain coordinates extrapolate
     assert i[("sincos_2d", 32)] > m[("sincos_2d", 32)] + 0.3
+
+
+def test_the_12_pixel_row_goes_against_staying_in_range():
+    # 12 px is a 3 x 3 grid: every coordinate (0-2) and offset (|d| <= 2) inside the trained 0-3
+    m = _means()
+    rows = _rows()
+    assert m[("sincos_2d", 12)] < m[("none", 12)]  # below the position-free model ...
+    gains = [r["iacc_12"] - r["acc_12"] for r in rows if r["scheme"] == "sincos_2d"]
+    assert len(gains) == 3 and min(gains) > 0.2  # ... and stretching by 4/3 helps in every seed
+    d = results.paired_difference([r["iacc_12"] for r in rows if r["scheme"] == "sincos_2d"],
+                                  [r["acc_12"] for r in rows if r["scheme"] == "sincos_2d"])
+    assert round(d["mean"], 2) == 0.31 and d["t95"][0] > 0.25
+    # the scaled coordinates at 24 and 32 px are not inside the range: the last patch lands at 4 - 4/G
+    assert [round(4 - 4 / g, 2) for g in (6, 8)] == [3.33, 3.5]
+    assert results.read_results(RESULTS)["config"]["max_zoom"] == 1.6
+
+
+def test_hunyuan_video_temporal_ladder_repeats_at_201_frames():
+    omega = posenc.RotaryEmbedding(16, base=256.0).inv_freq.double().numpy()
+    periods = 2 * np.pi / omega
+    assert [round(p, 1) for p in periods[:5]] == [6.3, 12.6, 25.1, 50.3, 100.5]
+    latent = lambda f: (f - 1) // 4 + 1  # noqa: E731
+    assert latent(129) == 33 and latent(201) == 51
+    lags = np.arange(1, 101)
+    echo = np.cos(np.outer(lags, omega[:4])).mean(axis=1)
+    assert int(lags[np.argmax(echo)]) == 50 and echo.max() > 0.98
+    # RIFLEx's identify_k: the pair whose rounded period is closest to the first repetition (50)
+    k = int(np.argmin(np.abs(np.round(periods) - 50))) + 1
+    assert (k, int(np.round(periods[k - 1]))) == (4, 50)
+
+
+def test_ntk_scaling_leaves_middle_pairs_overshooting():
+    plain = posenc.RotaryEmbedding(56, base=1e4).inv_freq.double().numpy()
+    seen = plain * 63
+    unfinished = seen < 2 * np.pi
+    assert unfinished.sum() == 20
+    ntk = posenc.RotaryEmbedding(56, base=1e4, scaling={"rope_type": "ntk", "factor": 4.0}).inv_freq.double().numpy()
+    ratio = ntk * 255 / seen
+    assert abs(ratio[-1] - 255 / 63 / 4) < 0.02  # the slowest pair holds its trained angle (up to 255/252)
+    assert 2.5 < ratio[unfinished].max() < 4  # the worst unfinished pair still overshoots, less than plain's 4x
