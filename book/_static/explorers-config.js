@@ -70,16 +70,17 @@
     if (Array.isArray(v)) return "list";
     return "dict";
   }
-  // Python's format(x, "g")
-  function fmtG(x) {
+  // Python's format(x, "g") (precision: significant digits, 6 by default)
+  function fmtG(x, precision) {
+    var p = precision || 6;
     if (x === 0) return "0";
     if (!Number.isFinite(x)) return x > 0 ? "inf" : x < 0 ? "-inf" : "nan";
-    var parts = x.toExponential(5).split("e"), exp = parseInt(parts[1], 10);
+    var parts = x.toExponential(p - 1).split("e"), exp = parseInt(parts[1], 10);
     var strip = function (s) { return s.indexOf(".") >= 0 ? s.replace(/0+$/, "").replace(/\.$/, "") : s; };
-    if (exp < -4 || exp >= 6) {
+    if (exp < -4 || exp >= p) {
       return strip(parts[0]) + "e" + (exp < 0 ? "-" : "+") + (Math.abs(exp) < 10 ? "0" : "") + Math.abs(exp);
     }
-    return strip(x.toFixed(Math.max(0, 5 - exp)));
+    return strip(x.toFixed(Math.max(0, p - 1 - exp)));
   }
   function keysRepr(keys) { return keys.map(pyStr).join(", "); }
 
@@ -738,11 +739,12 @@
     "  background: var(--pst-color-surface); }",
     ".posenc-config-explorer label { font-weight: 600; margin-right: 0.5rem; }",
     ".posenc-config-explorer .cx-row { display: flex; flex-wrap: wrap; gap: 0.5rem 1rem; align-items: center; margin: 0.4rem 0; }",
-    ".posenc-config-explorer textarea { width: 100%; min-height: 14rem; font-family: var(--pst-font-family-monospace, monospace);",
+    ".posenc-config-explorer textarea { width: 100%; min-height: 10rem; font-family: var(--pst-font-family-monospace, monospace);",
     "  font-size: 0.8rem; color: var(--pst-color-text-base); background: var(--pst-color-background);",
-    "  border: 1px solid var(--pst-color-border); border-radius: 0.3rem; padding: 0.4rem; }",
+    "  border: 1px solid var(--pst-color-border); border-radius: 0.3rem; padding: 0.4rem; box-sizing: border-box; }",
     ".posenc-config-explorer select, .posenc-config-explorer input { color: var(--pst-color-text-base);",
-    "  background: var(--pst-color-background); border: 1px solid var(--pst-color-border); border-radius: 0.3rem; padding: 0.15rem 0.3rem; }",
+    "  background: var(--pst-color-background); border: 1px solid var(--pst-color-border); border-radius: 0.3rem; padding: 0.15rem 0.3rem;",
+    "  max-width: 100%; box-sizing: border-box; }",
     ".posenc-config-explorer .cx-error { border-left: 4px solid var(--pst-color-danger); padding: 0.4rem 0.75rem; margin: 0.5rem 0;",
     "  background: var(--pst-color-background); color: var(--pst-color-text-base); }",
     ".posenc-config-explorer .cx-out { overflow-x: auto; }",
@@ -750,9 +752,13 @@
     ".posenc-config-explorer th, .posenc-config-explorer td { padding: 0.2rem 0.5rem; vertical-align: top; }",
     ".posenc-config-explorer table.cx-summary th { text-align: left; white-space: nowrap; }",
     ".posenc-config-explorer td.num { text-align: right; }",
+    ".posenc-config-explorer table.cx-overview th, .posenc-config-explorer table.cx-overview td,",
+    ".posenc-config-explorer table.cx-freq th, .posenc-config-explorer table.cx-freq td { white-space: nowrap; }",
+    ".posenc-config-explorer table.cx-overview td.cx-layers { white-space: normal; min-width: 7rem; }",
     ".posenc-config-explorer details { margin: 0.5rem 0 1rem; }",
     ".posenc-config-explorer summary { cursor: pointer; }",
-    ".posenc-config-explorer code { white-space: nowrap; }",
+    ".posenc-config-explorer table.cx-summary caption { caption-side: top; text-align: left; font-weight: 700; font-size: 1.1rem;",
+    "  color: var(--pst-color-text-base); padding: 0.75rem 0 0.25rem; }",
   ].join("\n");
 
   function h(tag, attrs, children) {
@@ -769,7 +775,7 @@
     if (x === null) return dynamic ? "per call" : "-";
     return x === Infinity ? "all" : grouped(Math.round(x));
   }
-  function sig(x) { return x === 0 ? "0" : Number(x.toPrecision(4)).toExponential().replace(/e\+?/, "e"); }
+  function sig(x) { return fmtG(x, 4); }
   function paramsText(p) {
     if (p === null) return "-";
     return Object.keys(p).filter(function (k) { return k !== "type"; }).map(function (k) {
@@ -796,7 +802,7 @@
       ["attention factor", fmtG(r.attention_scaling)],
       ["multimodal sections", r.sections === null ? "-" : r.sections],
     ];
-    return h("table", { class: "cx-summary" }, [h("tbody", {}, rows.map(function (kv) {
+    return h("table", { class: "cx-summary" }, [h("caption", { text: r.layer_type }), h("tbody", {}, rows.map(function (kv) {
       return h("tr", {}, [h("th", { scope: "row", text: kv[0] }), h("td", { text: kv[1] })]);
     }))]);
   }
@@ -813,7 +819,7 @@
         h("td", { text: L === null || w2 === 0 ? "-" : wl <= L ? "yes" : "no" }),
       ]);
     });
-    return h("table", {}, [h("thead", {}, [h("tr", {}, head.map(function (c) { return h("th", { scope: "col", text: c }); }))]),
+    return h("table", { class: "cx-freq" }, [h("thead", {}, [h("tr", {}, head.map(function (c) { return h("th", { scope: "col", text: c }); }))]),
       h("tbody", {}, body)]);
   }
 
@@ -830,7 +836,9 @@
           fmtG(r.attention_scaling), r.turning_pairs === null ? "-" : String(r.turning_pairs),
           r.trained_length === null ? "-" : grouped(r.trained_length), length(r.reach, r.scaling.indexOf("dynamic") === 0),
           r.sections === null ? "-" : r.sections];
-        return h("tr", { "data-layer-type": r.layer_type }, cells.map(function (c) { return h("td", { text: c }); }));
+        return h("tr", { "data-layer-type": r.layer_type }, cells.map(function (c, k) {
+          return h("td", k === 1 ? { class: "cx-layers", text: c } : { text: c });
+        }));
       })),
     ]);
     out.appendChild(table);
@@ -840,7 +848,6 @@
     }
     rep.notes.forEach(function (n) { out.appendChild(h("p", { class: "cx-note", text: "Note: " + n })); });
     rep.rows.forEach(function (r, i) {
-      out.appendChild(h("h3", { text: r.layer_type }));
       out.appendChild(summaryTable(rep, i));
       out.appendChild(h("details", {}, [h("summary", { text: "The " + r.frequencies.length + " frequencies, remapped, against L" }),
         frequencyTable(r)]));
@@ -853,7 +860,7 @@
     var id = "cx" + Math.random().toString(36).slice(2, 8);
     var select = h("select", { id: id + "-example", name: "example" }, [h("option", { value: "", text: "(your own)" })]
       .concat(Object.keys(EXAMPLES).map(function (k) { return h("option", { value: k, text: k }); })));
-    var area = h("textarea", { id: id + "-config", name: "config", spellcheck: "false", rows: "16" });
+    var area = h("textarea", { id: id + "-config", name: "config", spellcheck: "false", rows: "12" });
     var lengthInput = h("input", { id: id + "-length", name: "trained_length", type: "number", min: "1", step: "1",
       placeholder: "from the config" });
     var out = h("div", { class: "cx-out", "aria-live": "polite" });
