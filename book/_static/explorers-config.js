@@ -757,6 +757,8 @@
     ".posenc-config-explorer table.cx-overview td.cx-layers { white-space: normal; min-width: 7rem; }",
     ".posenc-config-explorer details { margin: 0.5rem 0 1rem; }",
     ".posenc-config-explorer summary { cursor: pointer; }",
+    "@media print { .posenc-config-explorer .cx-input, .posenc-config-explorer details { display: none; }",
+    "  .posenc-config-explorer table.cx-overview th, .posenc-config-explorer table.cx-overview td { white-space: normal; } }",
     ".posenc-config-explorer table.cx-summary caption { caption-side: top; text-align: left; font-weight: 700; font-size: 1.1rem;",
     "  color: var(--pst-color-text-base); padding: 0.75rem 0 0.25rem; }",
   ].join("\n");
@@ -866,8 +868,8 @@
     var out = h("div", { class: "cx-out", "aria-live": "polite" });
     var live = h("div", { class: "cx-live" }, [
       h("div", { class: "cx-row" }, [h("label", { for: id + "-example", text: "Example config" }), select]),
-      h("label", { for: id + "-config", text: "config.json" }), area,
-      h("div", { class: "cx-row" }, [h("label", { for: id + "-length", text: "Trained length (optional)" }), lengthInput]),
+      h("div", { class: "cx-input" }, [h("label", { for: id + "-config", text: "config.json" }), area,
+        h("div", { class: "cx-row" }, [h("label", { for: id + "-length", text: "Trained length (optional)" }), lengthInput])]),
       out,
     ]);
     el.textContent = "";
