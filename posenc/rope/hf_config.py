@@ -34,6 +34,9 @@ from .core import inv_frequencies
 
 # model types whose code rotates interleaved pairs (2j, 2j + 1) without a config key saying so
 _INTERLEAVED_MODELS = ("cohere", "cohere2", "gptj", "llama4", "llama4_text", "deepseek_v2")
+# model types whose transformers config class sets rope_interleave=True when config.json omits it
+# (DeepSeek-V3's released config.json has no such key)
+_INTERLEAVE_BY_DEFAULT = ("deepseek_v3", "glm4_moe_lite", "mistral4", "youtu", "axk1")
 # model types whose text RoPE always assigns pairs to axes in the interleaved (Qwen3-VL) way,
 # and the sections transformers uses when rope_parameters has none
 _MROPE_INTERLEAVED_MODELS = ("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "qwen3_5",
@@ -46,6 +49,9 @@ _MROPE_DEFAULT_SECTIONS = {
 }
 # model types whose full-attention layers carry no positions (Cohere2: RoPE on sliding layers only)
 _ROPE_ON_SLIDING_ONLY = ("cohere2",)
+# model types whose config class applies a flat rope_scaling to the full-attention layers only, the
+# sliding ones keeping the plain rotation (OLMo 3's config.json ships YaRN flat)
+_SCALING_ON_FULL_ONLY = ("olmo3",)
 # layer types without softmax attention: they see no position encoding
 _NO_ATTENTION = ("linear_attention", "mamba", "conv", "short_conv", "recurrent", "deltanet")
 _MULTIMODAL = ("mrope_section", "xdrope_section", "mrope_interleaved")
@@ -241,10 +247,14 @@ def _per_type_params(cfg: Mapping[str, Any], types: Sequence[str]) -> dict[str, 
     if "partial_rotary_factor" not in flat and cfg.get("rotary_pct") is not None:
         flat["partial_rotary_factor"] = cfg["rotary_pct"]  # GPT-NeoX
     local = cfg.get("rope_local_base_freq")  # Gemma 3 config.json: the sliding layers' base, unscaled
+    full_only = cfg.get("model_type") in _SCALING_ON_FULL_ONLY
     out = {}
     for t in attention_types:
         if local is not None and t == "sliding_attention":
             out[t] = {"rope_type": "default", "rope_theta": local}
+        elif full_only and t != "full_attention":
+            out[t] = {k: v for k, v in flat.items() if k in ("rope_theta", "partial_rotary_factor")}
+            out[t]["rope_type"] = "default"
         else:
             out[t] = flat
     return out
@@ -280,7 +290,7 @@ def _layout(cfg: Mapping[str, Any], model_type: str | None) -> str:
         raise TypeError(f"config['rope_interleave'] must be true or false, got {flag!r}")
     if flag is not None:
         return "interleaved" if flag else "half"
-    return "interleaved" if model_type in _INTERLEAVED_MODELS else "half"
+    return "interleaved" if model_type in _INTERLEAVED_MODELS + _INTERLEAVE_BY_DEFAULT else "half"
 
 
 def _sections(p: Mapping[str, Any], model_type: str | None) -> tuple[tuple[int, ...] | None, bool]:
@@ -383,6 +393,10 @@ def rope_layers_from_config(config: Any) -> RopeConfig:
         p = dict(params[t])  # type: ignore[arg-type]
         section, mrope_interleaved = _sections(p, model_type)
         one_d = {k: v for k, v in p.items() if k not in _MULTIMODAL}
+        kinds = {one_d.get("type"), one_d.get("rope_type")} - {None}
+        if "mrope" in kinds and kinds <= {"mrope", "default"}:  # Qwen2-VL's config.json: transformers reads "default"
+            one_d.pop("type", None)
+            one_d["rope_type"] = "default"
         theta, partial, scaling = sc.from_hf(one_d, max_position_embeddings=max_pos)
         base = bases[name] if bases[name] is not None else theta
         if base is None:

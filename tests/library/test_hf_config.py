@@ -343,6 +343,36 @@ def test_hunyuan_vl_xdrope_sections_and_alpha():
     assert "4 position axes" in str(inspect_config(cfg))
 
 
+def test_released_config_json_keys_read_as_the_config_classes_read_them():
+    """config.json as released (before transformers 5): Qwen2-VL's ``{"type": "mrope"}``,
+    DeepSeek-V3 without ``rope_interleave`` (its class defaults to True), OLMo 3's flat YaRN
+    (its class puts it on the full-attention layers only). The dict reads as the class built
+    from it does."""
+    released = {
+        ("qwen2_vl", "Qwen2VLTextConfig"): {
+            "model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28, "num_hidden_layers": 28,
+            "max_position_embeddings": 32768, "rope_theta": 1e6, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}},
+        ("deepseek_v3", "DeepseekV3Config"): {
+            "model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128, "num_hidden_layers": 61,
+            "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "max_position_embeddings": 163840, "rope_theta": 10000,
+            "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+                             "original_max_position_embeddings": 4096, "type": "yarn"}},
+        ("olmo3", "Olmo3Config"): {
+            "model_type": "olmo3", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 8,
+            "max_position_embeddings": 65536, "layer_types": ["sliding_attention"] * 3 + ["full_attention"] + ["sliding_attention"] * 3 + ["full_attention"],
+            "rope_theta": 500000, "rope_scaling": {"attention_factor": 1.2079441541679836, "beta_fast": 32.0, "beta_slow": 1.0,
+                                                   "factor": 8.0, "original_max_position_embeddings": 8192, "rope_type": "yarn"}},
+    }
+    for (module, name), raw in released.items():
+        mine = rope_layers_from_config(raw)
+        theirs = rope_layers_from_config(_cls(module, name).from_dict(dict(raw)))
+        assert {k: (v.layers, v.base, v.scaling, v.rotary_dim, v.layout, v.mrope_section) for k, v in mine.rope.items()} == {
+            k: (v.layers, v.base, v.scaling, v.rotary_dim, v.layout, v.mrope_section) for k, v in theirs.rope.items()}, module
+    assert mine.rope["sliding_attention"].scaling is None and isinstance(mine.rope["full_attention"].scaling, YaRN)
+    ds = rope_layers_from_config(released[("deepseek_v3", "DeepseekV3Config")]).rope["full_attention"]
+    assert ds.layout == "interleaved" and ds.scaling.factor == 40.0
+
+
 def test_zz_report_largest_difference():
     """Runs last in this file: every family compared above stays within TOL."""
     assert WORST and max(WORST.values()) < TOL
