@@ -790,3 +790,77 @@ def grid_verdicts(rows: Sequence[Mapping], *, checkpoint: str = "best", protocol
             "trials": len(kept),
         }
     return out
+
+
+# --------------------------------------------------------------------------- predictions (written before the data)
+
+# task, scheme: plain (fit 2x 4x) | bos (fit 2x 4x); "-" where nothing fits, so nothing is predicted past L.
+# Written and committed before phase A's rows of these groups were read (experiments/README.md, chapter 6,
+# "Predictions"); the mechanism behind each line is stated there.
+_PREDICTION_TABLE = """
+offset_copy        none        fails - -            | fits floor floor
+offset_copy        sinusoidal  fits degrades floor  | fits degrades floor
+offset_copy        rope        fits holds degrades  | fits holds degrades
+offset_copy        alibi       split holds holds    | fits holds holds
+offset_copy        t5          fits holds degrades  | fits holds degrades
+offset_copy        shaw        fits holds holds     | fits holds holds
+offset_copy        randomized  split degrades degrades | fits degrades degrades
+fixed_retrieve     none        split holds holds    | fits holds holds
+fixed_retrieve     sinusoidal  fits degrades degrades | fits degrades degrades
+fixed_retrieve     rope        fits degrades degrades | fits degrades degrades
+fixed_retrieve     alibi       split holds holds    | fits holds holds
+fixed_retrieve     t5          fits holds holds     | fits holds holds
+fixed_retrieve     shaw        fits holds holds     | fits holds holds
+fixed_retrieve     randomized  split degrades degrades | fits degrades degrades
+long_offset_copy   none        fails - -            | split floor floor
+long_offset_copy   sinusoidal  fits degrades floor  | fits degrades floor
+long_offset_copy   rope        fits floor floor     | fits floor floor
+long_offset_copy   alibi       fails - -            | split holds holds
+long_offset_copy   t5          fits holds degrades  | fits holds degrades
+long_offset_copy   shaw        fits floor floor     | fits floor floor
+long_offset_copy   randomized  fails - -            | split degrades floor
+far_retrieve       none        fails - -            | fits holds holds
+far_retrieve       sinusoidal  fits degrades degrades | fits degrades degrades
+far_retrieve       rope        fits degrades floor  | fits degrades floor
+far_retrieve       alibi       fails - -            | fits holds degrades
+far_retrieve       t5          fails - -            | fits holds degrades
+far_retrieve       shaw        split holds holds    | fits holds holds
+far_retrieve       randomized  fails - -            | split degrades floor
+associative_recall none        split degrades degrades | fits degrades degrades
+associative_recall sinusoidal  fits degrades degrades | fits degrades degrades
+associative_recall rope        fits holds degrades  | fits holds degrades
+associative_recall alibi       fits holds holds     | fits holds holds
+associative_recall t5          fits holds holds     | fits holds holds
+associative_recall shaw        fits holds holds     | fits holds holds
+associative_recall randomized  fits degrades degrades | fits degrades degrades
+separator_copy     none        split floor floor    | fits degrades degrades
+separator_copy     sinusoidal  fits floor floor     | fits floor floor
+separator_copy     rope        fits floor floor     | fits floor floor
+separator_copy     alibi       fits floor floor     | fits floor floor
+separator_copy     t5          fits degrades floor  | fits degrades floor
+separator_copy     shaw        fits floor floor     | fits floor floor
+separator_copy     randomized  fits floor floor     | fits floor floor
+latest_marker      none        split degrades degrades | fits degrades degrades
+latest_marker      sinusoidal  fits degrades degrades | fits degrades degrades
+latest_marker      rope        fits holds degrades  | fits holds degrades
+latest_marker      alibi       fits holds holds     | fits holds holds
+latest_marker      t5          fits holds holds     | fits holds holds
+latest_marker      shaw        fits holds holds     | fits holds holds
+latest_marker      randomized  fits holds degrades  | fits holds degrades
+"""
+
+
+def _parse_predictions(text: str) -> dict[tuple[str, str, str], dict[str, str | None]]:
+    out = {}
+    for line in text.strip().splitlines():
+        head, bos = line.split("|")
+        task, scheme, *plain = head.split()
+        for variant, (fit, two, four) in (("plain", plain), ("bos", bos.split())):
+            out[(task, scheme, variant)] = {"fit": fit, "beyond_2x": None if two == "-" else two,
+                                            "beyond_4x": None if four == "-" else four}
+    return out
+
+
+#: The pre-registered prediction of every phase-A group: ``{(task, scheme, variant): {"fit", "beyond_2x", "beyond_4x"}}``
+#: (``None``: not predicted, since the group is predicted not to fit).
+PREDICTIONS = _parse_predictions(_PREDICTION_TABLE)

@@ -280,3 +280,25 @@ def test_grid_verdicts_pool_the_rates_that_fit_and_count_unstable_trials():
     assert v["unstable"] == 1 and v["trials"] == 8
     with pytest.raises(ValueError, match="checkpoint"):
         S.grid_verdicts(rows, checkpoint="last")
+
+
+# --------------------------------------------------------------------------- predictions
+
+
+def test_predictions_cover_phase_a_and_match_the_readme():
+    from pathlib import Path
+
+    assert len(S.PREDICTIONS) == len(T.ALL_TASKS) * len(S.GRID_SCHEMES) * len(S.VARIANTS)
+    for p in S.PREDICTIONS.values():
+        assert p["fit"] in ("fits", "split", "fails")
+        assert (p["beyond_2x"] is None) == (p["beyond_4x"] is None) == (p["fit"] == "fails")
+    readme = (Path(__file__).resolve().parents[2] / "experiments" / "README.md").read_text()
+    short = {"holds": "H", "degrades": "D", "floor": "F"}
+    for task in T.ALL_TASKS:
+        line = next(row for row in readme.splitlines() if row.startswith(f"| {task} |"))
+        cells = [c.strip() for c in line.strip("|").split("|")[1:]]
+        for scheme, cell in zip(S.GRID_SCHEMES, cells):
+            for variant, part in zip(S.VARIANTS, cell.split(" / ")):
+                p = S.PREDICTIONS[(task, scheme, variant)]
+                want = p["fit"] + (f" {short[p['beyond_2x']]}{short[p['beyond_4x']]}" if p["beyond_2x"] else "")
+                assert part == want, (task, scheme, variant)
