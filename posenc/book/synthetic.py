@@ -341,13 +341,15 @@ def _checked(task, scheme, variant, members, protocol):
     return task, scheme, variant, members, protocol
 
 
-def _pack(task, scheme, variant, members, protocol):
-    """The members' models (each built under ``seeded(seed)``), batch streams and the warm-up schedule."""
+def _pack(task, scheme, variant, members, protocol, modify=None):
+    """The members' models (each built under ``seeded(seed)``, then ``modify(model)``), batch streams and the warm-up schedule."""
     bos, draw = variant == "bos", length_rule(task, scheme) == "uniform"
     models = []
     for seed, lr in members:
         with seeded(seed):
             models.append(protocol.run_config(variant, lr).model(scheme))
+        if modify is not None:
+            modify(models[-1])
 
     def stream(seed: int):
         generator = torch.Generator().manual_seed(seed)
@@ -382,7 +384,8 @@ def first_losses(config: Mapping, seed: int, n: int, *, task: str, scheme: str, 
 
 
 def run_grid_pack(
-    task: str, scheme: str, variant: str, members: Sequence[tuple[int, float]], protocol: GridProtocol | None = None
+    task: str, scheme: str, variant: str, members: Sequence[tuple[int, float]], protocol: GridProtocol | None = None,
+    *, modify=None,
 ) -> list[dict]:
     """Train a pack of trials of one group as one batched model for the fixed budget; score best and final checkpoints.
 
@@ -393,7 +396,9 @@ def run_grid_pack(
     pack). Every ``loss_every`` steps each member's loss on its held-out set (drawn like
     its training data from ``2_000_003 * (seed + 1)``) is recorded; every
     ``score_every`` steps it is scored (:func:`score_model`); the final weights and the
-    weights of the lowest held-out loss are scored with per-position curves.
+    weights of the lowest held-out loss are scored with per-position curves. ``modify``
+    (phase D's ablations, e.g. :func:`rope_base_modifier`) changes each freshly built
+    model in place before training; without it the model is the protocol's.
 
     Returns:
         One dict per member, with ``losses`` (every training step), ``heldout`` (``[step,
@@ -411,7 +416,9 @@ def run_grid_pack(
     task, scheme, variant, members, protocol = _checked(task, scheme, variant, members, protocol)
     bos, draw = variant == "bos", length_rule(task, scheme) == "uniform"
     start = time.perf_counter()
-    models, streams, schedule = _pack(task, scheme, variant, members, protocol)
+    if modify is not None and not callable(modify):
+        raise TypeError(f"modify must be a function of the model, got {type(modify).__name__}")
+    models, streams, schedule = _pack(task, scheme, variant, members, protocol, modify)
     heldouts = [grid_batch(task, scheme, protocol, bos, protocol.heldout_size, protocol.train_len,
                            torch.Generator().manual_seed(2_000_003 * (seed + 1)),
                            torch.Generator().manual_seed(5_000_011 * (seed + 1)), draw=draw) for seed, _ in members]
@@ -1448,3 +1455,172 @@ def plot_verdict_heatmap(ax, table: Sequence[Mapping], variant: str, *, factor: 
     ax.set_yticks(range(len(ALL_TASKS)), [t.replace("_", " ") for t in ALL_TASKS])
     ax.set_title(f"{variant}: beyond L at {factor}x; k/n fit", fontsize=10)
     return {"values": values, "missing": missing}
+
+
+# --------------------------------------------------------------------------- phases B-D: their rules, fixed before the runs
+
+#: Phase B's budget: the trials still improving at 2,000 steps are trained to this many steps.
+PHASE_B_STEPS = 5000
+
+#: Phase C's extra seeds (to 10 per group) at the band-centre learning rate.
+PHASE_C_SEEDS = (4, 5, 6, 7, 8, 9)
+
+#: Phase D's seeds and its preferred learning rate (the middle of phase A's three).
+PHASE_D_SEEDS = (0, 1, 2, 3, 4)
+PHASE_D_LR = 3e-3
+
+
+def _group_rows(rows: Sequence[Mapping], group: tuple, checkpoint: str) -> list[Mapping]:
+    return [r for r in rows if (r["task"], r["scheme"], r["variant"]) == tuple(group)
+            and r.get("checkpoint") == checkpoint and r.get("phase", "A") == "A"]
+
+
+#: Phase B's second condition: the held-out loss fell by more than this (nats) over the last 500 steps.
+PHASE_B_MIN_DROP = 0.01
+
+
+def phase_b_members(rows: Sequence[Mapping], group: tuple, *, loss_every: int = 50) -> list[tuple[int, float]]:
+    """Phase B's rule on phase A's rows: the ``(seed, lr)`` of the group's trials whose held-out loss still falls.
+
+    A trial qualifies when :func:`still_improving` holds for its held-out losses (the
+    final row's ``heldout``, one every ``loss_every`` steps) and the loss fell by more than
+    :data:`PHASE_B_MIN_DROP` over the last 500 steps: the relative rule alone also picks
+    trials whose loss is already near 0 (a fall from 0.002 to 0.001 is 50 %).
+
+    Example:
+        >>> r = {"task": "offset_copy", "scheme": "none", "variant": "plain", "checkpoint": "final", "seed": 0,
+        ...      "lr": 1e-3, "heldout": [1.0] * 30 + [0.5] * 10}
+        >>> tiny = {**r, "seed": 1, "heldout": [0.002] * 30 + [0.001] * 10}
+        >>> phase_b_members([r, tiny], ("offset_copy", "none", "plain"))
+        [(0, 0.001)]
+    """
+    loss_every = check_int("loss_every", loss_every)
+    out = []
+    for r in sorted(_group_rows(rows, group, "final"), key=lambda r: (r["lr"], r["seed"])):
+        pairs = [[loss_every * (i + 1), v] for i, v in enumerate(r["heldout"]) if v is not None]
+        before = [v for step, v in pairs if step <= pairs[-1][0] - 500] if pairs else []
+        if pairs and still_improving(pairs) and min(before) - pairs[-1][1] > PHASE_B_MIN_DROP:
+            out.append((r["seed"], r["lr"]))
+    return out
+
+
+def band_centre(band: Mapping) -> float:
+    """The learning rate at the centre of a group's band (:func:`lr_band`): the lower median of the rates that fit.
+
+    With no rate fitting, the chosen one. Phase C adds its seeds there.
+
+    Example:
+        >>> band_centre({"fitting": [0.001, 0.003, 0.01], "chosen": 0.01}), band_centre({"fitting": [0.003, 0.01], "chosen": 0.01})
+        (0.003, 0.003)
+    """
+    fitting = sorted(band["fitting"])
+    return fitting[(len(fitting) - 1) // 2] if fitting else band["chosen"]
+
+
+def needs_more_seeds(verdict: Mapping) -> bool:
+    """Phase C's rule: a group whose seeds split (fit label ``"split"``) or whose 2x or 4x label is uncertain.
+
+    ``verdict`` is a :func:`grid_verdicts` entry (its ``"pooled"`` verdict is read).
+
+    Example:
+        >>> needs_more_seeds({"pooled": {"fit": {"label": "split"}, "beyond_4x": {"uncertain": False}}})
+        True
+    """
+    pooled = verdict["pooled"]
+    return pooled["fit"]["label"] == "split" or any(
+        v.get("uncertain", False) for k, v in pooled.items() if k.startswith("beyond_"))
+
+
+def ablation_lr(band: Mapping) -> float:
+    """Phase D's learning rate for a group: :data:`PHASE_D_LR` if it fits in phase A, else the fitting rate nearest it.
+
+    "Nearest" is in log scale, ties to the smaller rate; :data:`PHASE_D_LR` when no rate fits.
+
+    Example:
+        >>> ablation_lr({"fitting": [0.001, 0.003]}), ablation_lr({"fitting": [0.001, 0.01]}), ablation_lr({"fitting": []})
+        (0.003, 0.001, 0.003)
+    """
+    fitting = sorted(band["fitting"])
+    if not fitting or PHASE_D_LR in fitting:
+        return PHASE_D_LR
+    return min(fitting, key=lambda lr: (abs(math.log(lr / PHASE_D_LR)), lr))
+
+
+def rope_base_modifier(base: float):
+    """A ``modify`` for :func:`run_grid_pack`: the RoPE model's rotary table with ``base`` instead of 10,000.
+
+    Example:
+        >>> with seeded(0):
+        ...     m = GridProtocol().run_config("plain", 1e-3).model("rope")
+        >>> rope_base_modifier(100.0)(m)
+        >>> round(float(m.positional.inv_freq[1]), 4)
+        0.3162
+    """
+    base = check_real("base", base, low=1.0, low_open=True)
+
+    def modify(model: nn.Module) -> None:
+        from ..rope.module import RotaryEmbedding
+
+        if getattr(model, "scheme", None) != "rope":
+            raise ValueError(f"rope_base_modifier needs a RoPE model, got scheme {getattr(model, 'scheme', None)!r}")
+        model.positional = RotaryEmbedding(model.d_model // model.n_heads, base=base, layout="interleaved")
+
+    return modify
+
+
+#: Phase D's ablations: name -> (protocol overrides, RoPE base or None, schemes, variants, tasks).
+ABLATIONS: dict[str, dict] = {
+    "depth4": {"overrides": {"n_layers": 4}, "rope_base": None, "schemes": ("none", "alibi"), "variants": ("plain",),
+               "tasks": ("far_retrieve", "long_offset_copy", "associative_recall", "separator_copy", "latest_marker")},
+    "rope_base100": {"overrides": {}, "rope_base": 100.0, "schemes": ("rope",), "variants": VARIANTS,
+                     "tasks": ("offset_copy", "long_offset_copy", "fixed_retrieve", "associative_recall")},
+    "rope_2heads": {"overrides": {"n_heads": 2}, "rope_base": None, "schemes": ("rope",), "variants": VARIANTS,
+                    "tasks": ("offset_copy", "long_offset_copy", "fixed_retrieve", "associative_recall")},
+    "alibi_8heads": {"overrides": {"n_heads": 8}, "rope_base": None, "schemes": ("alibi",), "variants": VARIANTS,
+                     "tasks": ("far_retrieve", "offset_copy", "long_offset_copy", "associative_recall")},
+}
+
+
+def ablation_protocol(ablation: str, protocol: GridProtocol | None = None) -> GridProtocol:
+    """The protocol of one phase-D ablation: ``protocol`` (default the grid's) with the ablation's overrides.
+
+    Example:
+        >>> ablation_protocol("depth4").n_layers, ablation_protocol("alibi_8heads").n_heads
+        (4, 8)
+    """
+    import dataclasses
+
+    ablation = check_choice("ablation", ablation, tuple(ABLATIONS))
+    protocol = GridProtocol() if protocol is None else protocol
+    return dataclasses.replace(protocol, **ABLATIONS[ablation]["overrides"])
+
+
+def ablation_units() -> list[tuple[str, str, str, str]]:
+    """Every phase-D unit ``(ablation, task, scheme, variant)``, in :data:`ABLATIONS` order.
+
+    Example:
+        >>> len(ablation_units()), ablation_units()[0]
+        (34, ('depth4', 'far_retrieve', 'none', 'plain'))
+    """
+    return [(name, task, scheme, variant) for name, a in ABLATIONS.items() for scheme in a["schemes"]
+            for task in a["tasks"] for variant in a["variants"]]
+
+
+def ablation_first_losses(config: Mapping, seed: int, n: int, *, ablation: str, task: str, scheme: str, variant: str,
+                          lr: float) -> list[float]:
+    """:func:`first_losses` of a phase-D trial: the ablation's overrides and RoPE base applied (its fingerprint).
+
+    Example:
+        >>> len(ablation_first_losses(GridProtocol().to_dict(), 0, 2, ablation="rope_base100", task="offset_copy",
+        ...                           scheme="rope", variant="plain", lr=3e-3))
+        2
+    """
+    ablation = check_choice("ablation", ablation, tuple(ABLATIONS))
+    a = ABLATIONS[ablation]
+    base = GridProtocol.from_dict({k: v for k, v in config.items() if k != "length_rule"})
+    protocol = ablation_protocol(ablation, base)
+    n = check_int("n", n)
+    task, scheme, variant, members, protocol = _checked(task, scheme, variant, [(seed, lr)], protocol)
+    modify = rope_base_modifier(a["rope_base"]) if a["rope_base"] else None
+    models, streams, schedule = _pack(task, scheme, variant, members, protocol, modify)
+    return fit_batched(models, streams, _pack_loss, lrs=[lr], steps=n, schedule=schedule)[0].train_loss

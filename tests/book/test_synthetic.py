@@ -411,3 +411,69 @@ def test_mechanism_figures_draw_on_partial_and_empty_files():
             S.plot_trajectories("ax", data, "offset_copy", "rope", "plain")
     finally:
         plt.close(fig)
+
+
+# --------------------------------------------------------------------------- phases B-D
+
+
+def _grid_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "ch6_grid.py"
+    spec = importlib.util.spec_from_file_location("ch6_grid_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_phase_a_is_still_the_default_with_its_plan_and_protocol():
+    G = _grid_script()
+    exp = G.experiment()
+    assert exp is G.EXPERIMENT and exp.path.name == "alternatives_v2.json" and exp.name == "ch6_grid"
+    assert exp.protocol == {**S.GridProtocol().to_dict(), "length_rule": S.LENGTH_RULE}
+    units = exp.units({"rows": []})
+    assert len(units) == 98 and units[0] == ("A", "offset_copy", "none", "plain") and all(u[0] == "A" for u in units)
+    with pytest.raises(ValueError, match="phase"):
+        G.experiment("E")
+
+
+@pytest.mark.parametrize("phase", ["B", "C", "D"])
+def test_phases_b_to_d_quick_runs_save_nothing(phase, tmp_path, capsys):
+    G = _grid_script()
+    G.OUT = tmp_path / "missing_a.json"  # no phase A yet: the plans are empty, the quick unit still runs
+    exp = G.experiment(phase)
+    assert exp.path.name == f"alternatives_v2_{phase}.json" and exp.units({"rows": []}) == []
+    assert G.main(["--phase", phase, "--quick"]) == 0
+    assert "quick run finished" in capsys.readouterr().out
+
+
+def test_phase_rules():
+    final = {"task": "offset_copy", "scheme": "none", "variant": "plain", "checkpoint": "final", "lr": 1e-3}
+    rows = [{**final, "seed": 0, "heldout": [1.0] * 30 + [0.9] * 10},      # still falling
+            {**final, "seed": 1, "heldout": [0.002] * 30 + [0.001] * 10},  # relative fall only: converged
+            {**final, "seed": 2, "heldout": [0.5] * 40}]                    # flat
+    assert S.phase_b_members(rows, ("offset_copy", "none", "plain")) == [(0, 1e-3)]
+    assert S.band_centre({"fitting": [1e-3, 3e-3, 1e-2], "chosen": 1e-2}) == 3e-3
+    assert S.band_centre({"fitting": [], "chosen": 1e-2}) == 1e-2
+    assert S.needs_more_seeds({"pooled": {"fit": {"label": "fits"}, "beyond_2x": {"uncertain": True}}})
+    assert not S.needs_more_seeds({"pooled": {"fit": {"label": "fits"}, "beyond_2x": {"uncertain": False}}})
+    assert S.ablation_lr({"fitting": [1e-2]}) == 1e-2 and S.ablation_lr({"fitting": [1e-3, 1e-2]}) == 1e-3
+    units = S.ablation_units()
+    assert len(units) == 34 and len(set(units)) == 34
+    assert all((t, s, v) in S.PREDICTIONS for _, t, s, v in units)
+    assert S.ablation_protocol("rope_2heads").n_heads == 2 and S.ablation_protocol("depth4").steps == 2000
+
+
+def test_rope_base_ablation_changes_only_the_rotary_table():
+    small = S.GridProtocol(steps=3, loss_every=3, score_every=3, eval_size=4, heldout_size=4, batch_size=4, warmup=0)
+    plain = S.run_grid_pack("offset_copy", "rope", "plain", [(0, 1e-3)], small)[0]
+    same = S.run_grid_pack("offset_copy", "rope", "plain", [(0, 1e-3)], small, modify=S.rope_base_modifier(10000.0))[0]
+    other = S.run_grid_pack("offset_copy", "rope", "plain", [(0, 1e-3)], small, modify=S.rope_base_modifier(100.0))[0]
+    assert same["losses"] == plain["losses"] and other["losses"] != plain["losses"]
+    assert S.ablation_first_losses(small.to_dict(), 0, 3, ablation="rope_base100", task="offset_copy", scheme="rope",
+                                   variant="plain", lr=1e-3) == other["losses"]
+    with pytest.raises(ValueError, match="RoPE"):
+        S.run_grid_pack("offset_copy", "alibi", "plain", [(0, 1e-3)], small, modify=S.rope_base_modifier(100.0))
+    with pytest.raises(TypeError, match="modify"):
+        S.run_grid_pack("offset_copy", "rope", "plain", [(0, 1e-3)], small, modify=3)
