@@ -98,6 +98,8 @@ __all__ = [
     "prediction_summary",
     "randomized_spacing",
     "rope_alias_positions",
+    "rope_extended_frequencies",
+    "rope_extended_score",
     "rope_template_score",
     "run_grid_pack",
     "run_grid_trial",
@@ -1624,3 +1626,43 @@ def ablation_first_losses(config: Mapping, seed: int, n: int, *, ablation: str, 
     modify = rope_base_modifier(a["rope_base"]) if a["rope_base"] else None
     models, streams, schedule = _pack(task, scheme, variant, members, protocol, modify)
     return fit_batched(models, streams, _pack_loss, lrs=[lr], steps=n, schedule=schedule)[0].train_loss
+
+
+def rope_extended_frequencies(method: str, factor: float = 4.0, original: int = 16, head_dim: int = 8) -> np.ndarray:
+    """The chapter model's RoPE frequencies after a context extension (``posenc.rope.scaling.extension``).
+
+    Example:
+        >>> [round(float(w), 4) for w in rope_extended_frequencies("yarn")]
+        [1.0, 0.025, 0.0025, 0.0003]
+    """
+    from ..rope.module import RotaryEmbedding
+    from ..rope.scaling import extension
+
+    rope = RotaryEmbedding(check_int("head_dim", head_dim), layout="interleaved",
+                           scaling=extension(method, factor, check_int("original", original)))
+    return rope.inv_freq.double().numpy()
+
+
+def rope_extended_score(distances: Sequence[int], offset: int, method: str, *, factor: float = 4.0,
+                        original: int = 16, weights: Sequence[float] | None = None) -> np.ndarray:
+    """:func:`rope_template_score` of a head trained to find ``offset``, read with extended frequencies.
+
+    The head matches the phases ``omega_i * offset`` it was trained on; after the extension
+    pair ``i`` turns at ``omega'_i``, so the score at distance ``d`` is
+    ``sum_i w_i cos(omega'_i d - omega_i offset) / sum_i w_i``. NTK-aware and YaRN keep the
+    fastest pair (``omega = 1``), so its aliases stay where they were; position
+    interpolation slows it by ``factor`` and moves the head's peak (``offset * factor``).
+
+    Example:
+        >>> d = np.arange(64)
+        >>> [int(d[np.argmax(rope_extended_score(d, 3, m, weights=[1, 0, 0, 0]))]) for m in ("none", "yarn", "pi")]
+        [3, 3, 12]
+    """
+    d = as_finite_array("distances", distances, ndim=1)
+    offset = check_int("offset", offset, minimum=0)
+    trained = np.array(ROPE_OMEGAS)
+    new = rope_extended_frequencies(method, factor, original, head_dim=2 * len(ROPE_OMEGAS))
+    w = np.ones(len(trained)) if weights is None else as_finite_array("weights", weights, ndim=1)
+    if w.shape != trained.shape or w.sum() <= 0:
+        raise ValueError(f"weights must be one non-negative number per pair with a positive sum, got {w.tolist()}")
+    return (w[None, :] * np.cos(new[None, :] * d[:, None] - trained[None, :] * offset)).sum(axis=1) / w.sum()

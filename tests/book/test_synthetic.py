@@ -477,3 +477,17 @@ def test_rope_base_ablation_changes_only_the_rotary_table():
         S.run_grid_pack("offset_copy", "alibi", "plain", [(0, 1e-3)], small, modify=S.rope_base_modifier(100.0))
     with pytest.raises(TypeError, match="modify"):
         S.run_grid_pack("offset_copy", "rope", "plain", [(0, 1e-3)], small, modify=3)
+
+
+def test_extensions_move_the_fast_pairs_aliases_only_under_interpolation():
+    d = np.arange(80)
+    fast = [1, 0, 0, 0]  # the pair that aliases every 2 pi
+    for method in ("none", "ntk", "yarn"):
+        assert S.rope_extended_frequencies(method)[0] == pytest.approx(1.0)
+        s = S.rope_extended_score(d, 3, method, weights=fast)
+        assert s[41] > 0.9 and s[47] > 0.99  # the aliases 3 + 6(2 pi) and 3 + 7(2 pi) stay
+    pi = S.rope_extended_score(d, 3, "pi", weights=fast)
+    assert int(d[np.argmax(pi)]) == 12 and pi[3] < 0.8  # the head now finds 12, not 3
+    assert S.rope_extended_score(d, 3, "none") == pytest.approx(S.rope_template_score(d, 3))
+    with pytest.raises(ValueError, match="method"):
+        S.rope_extended_frequencies("longrope")
