@@ -26,12 +26,24 @@ in-distribution accuracy) with a bootstrap interval
 ``"degrades"``, and ``"uncertain"`` when an interval crosses a threshold. Verdicts are
 given at 2x (as Kazemnejad et al. 2023 report) and 4x. A ranking says "best" only when a
 permutation test separates the first from the second (:func:`best_or_indistinguishable`).
+
+**Predictions and analysis.** :data:`PREDICTIONS` holds every phase-A group's predicted
+labels, written before its rows were read. The analysis reads a results file whole or
+partial: :func:`grid_coverage` says which groups are missing, :func:`group_table` gives
+every group's verdicts beside its prediction (missing groups marked), and
+:func:`paired_scheme_differences` pairs two schemes seed by seed within a task. The
+mechanism figures (:func:`plot_rope_alias`, :func:`plot_t5_buckets`,
+:func:`plot_sinusoidal_novelty`, :func:`plot_trajectories`, :func:`plot_verdict_heatmap`)
+draw their analytic side (:func:`rope_alias_positions`, :func:`t5_buckets`,
+:func:`sinusoidal_novelty`, :func:`randomized_spacing`, :func:`bos_feature_gap`) beside
+the saved curves, and say on the axes what is missing.
 """
 
 from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -40,7 +52,7 @@ import torch
 from torch import nn
 
 from .._checks import check_choice, check_int
-from ._validate import check_real, check_rows
+from ._validate import as_finite_array, check_axes, check_real, check_rows
 from .models import SCHEMES, PositionalTransformer
 from .results import acc_key, pos_key, summarize
 from .tasks import ALL_TASKS, VARIABLE_LENGTH_TASKS, chance_floor, draw_lengths, make_task_batch
@@ -53,24 +65,49 @@ __all__ = [
     "GRID_SCHEMES",
     "HOLD",
     "LENGTH_RULE",
+    "PHASE_A_GROUPS",
+    "PREDICTIONS",
+    "ROPE_OMEGAS",
     "VARIANTS",
     "GridProtocol",
     "best_or_indistinguishable",
+    "bos_feature_gap",
     "extrapolation_label",
     "first_losses",
     "fit_label",
+    "format_group_table",
     "grid_batch",
+    "grid_coverage",
     "grid_verdicts",
+    "group_curves",
+    "group_table",
     "group_verdict",
     "heldout_loss",
     "horizon",
     "length_rule",
+    "load_grid",
     "lr_band",
+    "paired_scheme_differences",
     "permutation_p",
+    "plot_rope_alias",
+    "plot_sinusoidal_novelty",
+    "plot_t5_buckets",
+    "plot_trajectories",
+    "plot_verdict_heatmap",
+    "prediction_outcome",
+    "prediction_summary",
+    "randomized_spacing",
+    "rope_alias_positions",
+    "rope_extended_frequencies",
+    "rope_extended_score",
+    "rope_template_score",
     "run_grid_pack",
     "run_grid_trial",
     "score_model",
+    "seen_position_accuracy",
+    "sinusoidal_novelty",
     "still_improving",
+    "t5_buckets",
     "task_floors",
     "trial_rows",
     "unstable",
@@ -306,13 +343,15 @@ def _checked(task, scheme, variant, members, protocol):
     return task, scheme, variant, members, protocol
 
 
-def _pack(task, scheme, variant, members, protocol):
-    """The members' models (each built under ``seeded(seed)``), batch streams and the warm-up schedule."""
+def _pack(task, scheme, variant, members, protocol, modify=None):
+    """The members' models (each built under ``seeded(seed)``, then ``modify(model)``), batch streams and the warm-up schedule."""
     bos, draw = variant == "bos", length_rule(task, scheme) == "uniform"
     models = []
     for seed, lr in members:
         with seeded(seed):
             models.append(protocol.run_config(variant, lr).model(scheme))
+        if modify is not None:
+            modify(models[-1])
 
     def stream(seed: int):
         generator = torch.Generator().manual_seed(seed)
@@ -347,7 +386,8 @@ def first_losses(config: Mapping, seed: int, n: int, *, task: str, scheme: str, 
 
 
 def run_grid_pack(
-    task: str, scheme: str, variant: str, members: Sequence[tuple[int, float]], protocol: GridProtocol | None = None
+    task: str, scheme: str, variant: str, members: Sequence[tuple[int, float]], protocol: GridProtocol | None = None,
+    *, modify=None,
 ) -> list[dict]:
     """Train a pack of trials of one group as one batched model for the fixed budget; score best and final checkpoints.
 
@@ -358,7 +398,9 @@ def run_grid_pack(
     pack). Every ``loss_every`` steps each member's loss on its held-out set (drawn like
     its training data from ``2_000_003 * (seed + 1)``) is recorded; every
     ``score_every`` steps it is scored (:func:`score_model`); the final weights and the
-    weights of the lowest held-out loss are scored with per-position curves.
+    weights of the lowest held-out loss are scored with per-position curves. ``modify``
+    (phase D's ablations, e.g. :func:`rope_base_modifier`) changes each freshly built
+    model in place before training; without it the model is the protocol's.
 
     Returns:
         One dict per member, with ``losses`` (every training step), ``heldout`` (``[step,
@@ -376,7 +418,9 @@ def run_grid_pack(
     task, scheme, variant, members, protocol = _checked(task, scheme, variant, members, protocol)
     bos, draw = variant == "bos", length_rule(task, scheme) == "uniform"
     start = time.perf_counter()
-    models, streams, schedule = _pack(task, scheme, variant, members, protocol)
+    if modify is not None and not callable(modify):
+        raise TypeError(f"modify must be a function of the model, got {type(modify).__name__}")
+    models, streams, schedule = _pack(task, scheme, variant, members, protocol, modify)
     heldouts = [grid_batch(task, scheme, protocol, bos, protocol.heldout_size, protocol.train_len,
                            torch.Generator().manual_seed(2_000_003 * (seed + 1)),
                            torch.Generator().manual_seed(5_000_011 * (seed + 1)), draw=draw) for seed, _ in members]
@@ -790,3 +834,835 @@ def grid_verdicts(rows: Sequence[Mapping], *, checkpoint: str = "best", protocol
             "trials": len(kept),
         }
     return out
+
+
+# --------------------------------------------------------------------------- predictions (written before the data)
+
+# task, scheme: plain (fit 2x 4x) | bos (fit 2x 4x); "-" where nothing fits, so nothing is predicted past L.
+# Written and committed before phase A's rows of these groups were read (experiments/README.md, chapter 6,
+# "Predictions"); the mechanism behind each line is stated there.
+_PREDICTION_TABLE = """
+offset_copy        none        fails - -            | fits floor floor
+offset_copy        sinusoidal  fits degrades floor  | fits degrades floor
+offset_copy        rope        fits holds degrades  | fits holds degrades
+offset_copy        alibi       split holds holds    | fits holds holds
+offset_copy        t5          fits holds degrades  | fits holds degrades
+offset_copy        shaw        fits holds holds     | fits holds holds
+offset_copy        randomized  split degrades degrades | fits degrades degrades
+fixed_retrieve     none        split holds holds    | fits holds holds
+fixed_retrieve     sinusoidal  fits degrades degrades | fits degrades degrades
+fixed_retrieve     rope        fits degrades degrades | fits degrades degrades
+fixed_retrieve     alibi       split holds holds    | fits holds holds
+fixed_retrieve     t5          fits holds holds     | fits holds holds
+fixed_retrieve     shaw        fits holds holds     | fits holds holds
+fixed_retrieve     randomized  split degrades degrades | fits degrades degrades
+long_offset_copy   none        fails - -            | split floor floor
+long_offset_copy   sinusoidal  fits degrades floor  | fits degrades floor
+long_offset_copy   rope        fits floor floor     | fits floor floor
+long_offset_copy   alibi       fails - -            | split holds holds
+long_offset_copy   t5          fits holds degrades  | fits holds degrades
+long_offset_copy   shaw        fits floor floor     | fits floor floor
+long_offset_copy   randomized  fails - -            | split degrades floor
+far_retrieve       none        fails - -            | fits holds holds
+far_retrieve       sinusoidal  fits degrades degrades | fits degrades degrades
+far_retrieve       rope        fits degrades floor  | fits degrades floor
+far_retrieve       alibi       fails - -            | fits holds degrades
+far_retrieve       t5          fails - -            | fits holds degrades
+far_retrieve       shaw        split holds holds    | fits holds holds
+far_retrieve       randomized  fails - -            | split degrades floor
+associative_recall none        split degrades degrades | fits degrades degrades
+associative_recall sinusoidal  fits degrades degrades | fits degrades degrades
+associative_recall rope        fits holds degrades  | fits holds degrades
+associative_recall alibi       fits holds holds     | fits holds holds
+associative_recall t5          fits holds holds     | fits holds holds
+associative_recall shaw        fits holds holds     | fits holds holds
+associative_recall randomized  fits degrades degrades | fits degrades degrades
+separator_copy     none        split floor floor    | fits degrades degrades
+separator_copy     sinusoidal  fits floor floor     | fits floor floor
+separator_copy     rope        fits floor floor     | fits floor floor
+separator_copy     alibi       fits floor floor     | fits floor floor
+separator_copy     t5          fits degrades floor  | fits degrades floor
+separator_copy     shaw        fits floor floor     | fits floor floor
+separator_copy     randomized  fits floor floor     | fits floor floor
+latest_marker      none        split degrades degrades | fits degrades degrades
+latest_marker      sinusoidal  fits degrades degrades | fits degrades degrades
+latest_marker      rope        fits holds degrades  | fits holds degrades
+latest_marker      alibi       fits holds holds     | fits holds holds
+latest_marker      t5          fits holds holds     | fits holds holds
+latest_marker      shaw        fits holds holds     | fits holds holds
+latest_marker      randomized  fits holds degrades  | fits holds degrades
+"""
+
+
+def _parse_predictions(text: str) -> dict[tuple[str, str, str], dict[str, str | None]]:
+    out = {}
+    for line in text.strip().splitlines():
+        head, bos = line.split("|")
+        task, scheme, *plain = head.split()
+        for variant, (fit, two, four) in (("plain", plain), ("bos", bos.split())):
+            out[(task, scheme, variant)] = {"fit": fit, "beyond_2x": None if two == "-" else two,
+                                            "beyond_4x": None if four == "-" else four}
+    return out
+
+
+#: The pre-registered prediction of every phase-A group: ``{(task, scheme, variant): {"fit", "beyond_2x", "beyond_4x"}}``
+#: (``None``: not predicted, since the group is predicted not to fit).
+PREDICTIONS = _parse_predictions(_PREDICTION_TABLE)
+
+
+# --------------------------------------------------------------------------- analysis of a results file (partial or whole)
+
+#: The groups of phase A in the order the grid runs them (task, then scheme, then variant).
+PHASE_A_GROUPS = tuple((task, scheme, variant) for task in ALL_TASKS for scheme in GRID_SCHEMES for variant in VARIANTS)
+
+
+def load_grid(source: object = None) -> dict:
+    """A results file of the grid as a dict: ``source`` a path, an already loaded dict, or ``None`` (the shipped file).
+
+    Example:
+        >>> load_grid({"rows": []})["rows"]
+        []
+    """
+    import json
+    from pathlib import Path
+
+    if source is None:
+        from .resources import resource_path
+
+        source = resource_path("alternatives_v2.json")
+    if isinstance(source, Mapping):
+        data = dict(source)
+    elif isinstance(source, (str, Path)):
+        data = json.loads(Path(source).read_text())
+    else:
+        raise TypeError(f"source must be a path, a results dict or None, got {type(source).__name__}")
+    if not isinstance(data.get("rows"), list):
+        raise ValueError("source has no 'rows' list: not a results file of the grid")
+    return data
+
+
+def _rows(results: object) -> list[dict]:
+    return load_grid(results)["rows"]
+
+
+def grid_coverage(results: object, *, phase: str = "A") -> dict:
+    """Which of the phase's planned groups a (partial) results file holds.
+
+    Returns ``{"planned", "done", "missing", "partial", "text"}``: ``done`` and ``missing`` list
+    ``(task, scheme, variant)`` in plan order, ``partial`` the groups with fewer trials than
+    the protocol's learning rates x seeds, ``text`` one line saying what is missing.
+
+    Example:
+        >>> c = grid_coverage({"rows": []})
+        >>> c["planned"], len(c["missing"]), c["text"][:30]
+        (98, 98, '0 of 98 groups of phase A done')
+    """
+    phase = check_choice("phase", phase, ("A",))
+    rows = [r for r in _rows(results) if r.get("phase", "A") == phase]
+    trials: dict[tuple, set] = {}
+    for r in rows:
+        if r.get("checkpoint") == "final":
+            trials.setdefault((r["task"], r["scheme"], r["variant"]), set()).add((r["seed"], r["lr"]))
+    full = len(GridProtocol().lrs) * len(GridProtocol().seeds)
+    done = [g for g in PHASE_A_GROUPS if g in trials]
+    missing = [g for g in PHASE_A_GROUPS if g not in trials]
+    partial = [g for g in done if len(trials[g]) < full]
+    tasks_missing = [t for t in ALL_TASKS if all(g in missing for g in PHASE_A_GROUPS if g[0] == t)]
+    text = f"{len(done)} of {len(PHASE_A_GROUPS)} groups of phase {phase} done"
+    if missing:
+        text += f"; missing: {len(missing)} groups" + (f" (all of {', '.join(tasks_missing)})" if tasks_missing else "")
+    return {"planned": len(PHASE_A_GROUPS), "done": done, "missing": missing, "partial": partial, "text": text}
+
+
+def _median_horizon(rows: Sequence[Mapping], train_len: int, key: str = "pos_4x") -> float:
+    values = [horizon(r[key], train_len) for r in rows if r.get(key) is not None and (r["acc_1x"] or 0) >= FIT]
+    return float(np.median(values)) if values else math.nan
+
+
+def group_table(results: object, *, checkpoint: str = "best", protocol: GridProtocol | None = None) -> list[dict]:
+    """One row per planned group of phase A (plan order), its verdicts beside its prediction.
+
+    Each row: ``task``, ``scheme``, ``variant``, ``status`` (``"done"`` or ``"missing"``);
+    for a done group also ``fit`` (``"k/n"`` over the pooled rates), ``fit_label``,
+    ``fit_interval`` (Wilson), ``lr`` (chosen on held-out loss), ``band_4x`` (beyond-4x
+    accuracy over the fitting rates), ``unstable`` (trials), ``horizon`` (median over the
+    fitting seeds of :func:`horizon` on the 4x curve), and per factor ``f``:
+    ``label_<f>x`` (with ``"uncertain (...)"``), ``beyond_<f>x``, ``beyond_<f>x_interval``,
+    ``retention_<f>x``, ``seeds_<f>x`` (the per-seed points) and ``outcome_<f>x``
+    (:func:`prediction_outcome`); ``predicted`` is :data:`PREDICTIONS`' entry.
+
+    Example:
+        >>> rows = group_table({"rows": []})
+        >>> len(rows), rows[0]["status"], rows[0]["predicted"]["fit"]
+        (98, 'missing', 'fails')
+    """
+    protocol = GridProtocol() if protocol is None else protocol
+    data = [r for r in _rows(results) if r.get("phase", "A") == "A"]
+    verdicts = grid_verdicts(data, checkpoint=checkpoint, protocol=protocol) if data else {}
+    kept: dict[tuple, list] = {}
+    for r in data:
+        if r.get("checkpoint") == checkpoint:
+            kept.setdefault((r["task"], r["scheme"], r["variant"]), []).append(r)
+    out = []
+    for group in PHASE_A_GROUPS:
+        task, scheme, variant = group
+        row = {"task": task, "scheme": scheme, "variant": variant, "predicted": PREDICTIONS[group]}
+        if group not in verdicts:
+            out.append({**row, "status": "missing"})
+            continue
+        v = verdicts[group]
+        fit = v["pooled"]["fit"]
+        pool = set(v["band"]["fitting"]) or {r["lr"] for r in kept[group]}
+        row.update(status="done", fit=f"{fit['k']}/{fit['n']}", fit_label=fit["label"], fit_interval=fit["interval"],
+                   lr=v["band"]["chosen"], band_4x=v["band"]["band"], unstable=v["unstable"],
+                   horizon=_median_horizon([r for r in kept[group] if r["lr"] in pool], protocol.train_len))
+        row["outcome_fit"] = "confirmed" if fit["label"] == row["predicted"]["fit"] else "refuted"
+        for f in protocol.eval_factors[1:]:
+            key = beyond_key(f)
+            e = v["pooled"][key]
+            row.update({f"label_{f}x": e["label"], key: e["beyond"], f"{key}_interval": e["beyond_interval"],
+                        f"retention_{f}x": e["retention"], f"seeds_{f}x": e["per_seed"],
+                        f"outcome_{f}x": prediction_outcome(row["predicted"].get(key), e["label"])})
+        out.append(row)
+    return out
+
+
+def prediction_outcome(predicted: str | None, label: str) -> str:
+    """``"confirmed"``, ``"refuted"`` or ``"open"`` (uncertain, not fit, or nothing predicted).
+
+    Example:
+        >>> prediction_outcome("holds", "holds"), prediction_outcome("holds", "uncertain (degrades)"), prediction_outcome("floor", "degrades")
+        ('confirmed', 'open', 'refuted')
+    """
+    if predicted is None or label in ("not fit", "cannot run") or label.startswith("uncertain"):
+        return "open"
+    return "confirmed" if label == predicted else "refuted"
+
+
+def prediction_summary(table: Sequence[Mapping]) -> dict:
+    """Counts of confirmed, refuted and open predictions in a :func:`group_table`, and the refuted ones.
+
+    Example:
+        >>> prediction_summary(group_table({"rows": []}))["missing"]
+        98
+    """
+    rows = check_rows("table", table, ("task", "scheme", "variant", "status"))
+    counts = {"confirmed": 0, "refuted": 0, "open": 0}
+    refuted = []
+    for r in rows:
+        if r["status"] != "done":
+            continue
+        for key in ("outcome_fit", *(k for k in r if k.startswith("outcome_") and k != "outcome_fit")):
+            counts[r[key]] += 1
+            if r[key] == "refuted":
+                refuted.append((r["task"], r["scheme"], r["variant"], key[len("outcome_"):]))
+    return {**counts, "refuted_cases": refuted, "missing": sum(r["status"] != "done" for r in rows)}
+
+
+def paired_scheme_differences(
+    results: object, task: str, variant: str, *, key: str = "beyond_4x", checkpoint: str = "best", lr: str = "chosen"
+) -> dict:
+    """Paired differences of ``key`` between every two schemes of one task and variant.
+
+    Schemes share their training tokens and evaluation sequences seed by seed, so a
+    pair is one seed (``lr="chosen"``: each scheme at its learning rate chosen on held-out
+    loss) or one (seed, rate) (``lr="all"``). Each entry is
+    :func:`~posenc.book.results.paired_difference` of ``a - b``.
+
+    Returns:
+        ``{"pairs": {(a, b): {...}}, "missing": [schemes without rows]}``, the schemes in
+        :data:`GRID_SCHEMES` order; missing schemes are listed, never an error.
+
+    Example:
+        >>> paired_scheme_differences({"rows": []}, "offset_copy", "bos")["missing"][:2]
+        ['none', 'sinusoidal']
+    """
+    from .results import paired_difference
+
+    task = check_choice("task", task, ALL_TASKS)
+    variant = check_choice("variant", variant, VARIANTS)
+    lr = check_choice("lr", lr, ("chosen", "all"))
+    checkpoint = check_choice("checkpoint", checkpoint, ("best", "final"))
+    rows = [r for r in _rows(results) if r.get("phase", "A") == "A" and r["task"] == task and r["variant"] == variant
+            and r.get("checkpoint") == checkpoint]
+    values: dict[str, dict] = {}
+    for scheme in GRID_SCHEMES:
+        mine = [r for r in rows if r["scheme"] == scheme]
+        if not mine:
+            continue
+        if lr == "chosen":
+            chosen = lr_band(mine)["chosen"]
+            mine = [r for r in mine if r["lr"] == chosen]
+        values[scheme] = {(r["seed"], r["lr"] if lr == "all" else None): r.get(key) for r in mine}
+    pairs = {}
+    present = [s for s in GRID_SCHEMES if s in values]
+    for i, a in enumerate(present):
+        for b in present[i + 1:]:
+            common = sorted(set(values[a]) & set(values[b]), key=str)
+            if common:
+                pairs[(a, b)] = paired_difference([values[a][c] for c in common], [values[b][c] for c in common])
+    return {"pairs": pairs, "missing": [s for s in GRID_SCHEMES if s not in values]}
+
+
+def format_group_table(table: Sequence[Mapping], *, task: str | None = None) -> str:
+    """A markdown table of :func:`group_table` (one task, or all), missing groups marked.
+
+    Each cell reads ``label mean [low, high]`` with the per-seed points; the last columns
+    are the horizon and the prediction's outcome at 2x and 4x.
+
+    Example:
+        >>> print(format_group_table(group_table({"rows": []}), task="offset_copy").splitlines()[2])
+        | offset_copy | none | plain | missing | | | | | |
+    """
+    rows = check_rows("table", table, ("task", "scheme", "variant", "status"))
+
+    def cell(r, f):
+        lo, hi = r[f"beyond_{f}x_interval"]
+        seeds = ", ".join(f"{v:.2f}" for v in r[f"seeds_{f}x"])
+        mean = "" if math.isnan(r[f"beyond_{f}x"]) else f" {r[f'beyond_{f}x']:.2f}"
+        interval = "" if math.isnan(lo) else f" [{lo:.2f}, {hi:.2f}]"
+        return f"{r[f'label_{f}x']}{mean}{interval}" + (f" ({seeds})" if seeds else "")
+
+    lines = ["| task | scheme | variant | fit k/n | beyond 2x | beyond 4x | horizon | predicted 2x/4x | outcome 2x/4x |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if task is not None and r["task"] != task:
+            continue
+        head = f"| {r['task']} | {r['scheme']} | {r['variant']} |"
+        if r["status"] != "done":
+            lines.append(f"{head} missing | | | | | |")
+            continue
+        p = r["predicted"]
+        hz = "" if math.isnan(r["horizon"]) else f"{r['horizon']:.0f}"
+        lines.append(f"{head} {r['fit']} ({r['fit_label']}) | {cell(r, 2)} | {cell(r, 4)} | {hz} | "
+                     f"{p['fit']} {p['beyond_2x'] or '-'}/{p['beyond_4x'] or '-'} | {r['outcome_2x']}/{r['outcome_4x']} |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- mechanisms (analytic) and their figures
+
+#: RoPE's frequencies in the chapter's model (head width 8, base 10,000): 1, 0.1, 0.01, 0.001 rad per position.
+ROPE_OMEGAS = tuple(10000.0 ** (-2 * i / 8) for i in range(4))
+
+
+def rope_alias_positions(offset: int, max_len: int, *, omega: float = 1.0) -> list[float]:
+    """The distances ``offset + 2 pi k / omega`` (``k >= 1``) below ``max_len``: where the pair ``omega`` repeats ``offset``.
+
+    A head that finds its key at distance ``offset`` through the pair of frequency
+    ``omega`` gives the same score at every one of these distances.
+
+    Example:
+        >>> [round(a, 1) for a in rope_alias_positions(3, 50)]
+        [9.3, 15.6, 21.8, 28.1, 34.4, 40.7, 47.0]
+    """
+    offset = check_int("offset", offset, minimum=0)
+    max_len = check_int("max_len", max_len)
+    omega = check_real("omega", omega, low=0.0, low_open=True)
+    period = 2 * math.pi / omega
+    return [offset + k * period for k in range(1, int((max_len - offset) / period) + 1) if offset + k * period < max_len]
+
+
+def rope_template_score(distances: Sequence[int], offset: int, *, omegas: Sequence[float] = ROPE_OMEGAS,
+                        weights: Sequence[float] | None = None) -> np.ndarray:
+    """The score a RoPE head tuned to ``offset`` gives distance ``d``: ``sum_i w_i cos(omega_i (d - offset)) / sum_i w_i``.
+
+    A query equal to its key rotated by ``offset`` scores ``cos(omega_i (d - offset))`` in
+    pair ``i``; the weights are the pairs' shares of the score. 1 at ``d = offset`` and
+    wherever every weighted pair's phase gap is a multiple of ``2 pi``.
+
+    Example:
+        >>> s = rope_template_score([3, 9, 41], 3, weights=[1, 0, 0, 0])
+        >>> [round(float(v), 2) for v in s]
+        [1.0, 0.96, 0.96]
+    """
+    d = as_finite_array("distances", distances, ndim=1)
+    offset = check_int("offset", offset, minimum=0)
+    w = np.ones(len(omegas)) if weights is None else as_finite_array("weights", weights, ndim=1)
+    om = as_finite_array("omegas", omegas, ndim=1)
+    if w.shape != om.shape or w.sum() <= 0:
+        raise ValueError(f"weights must be one non-negative number per omega with a positive sum, got {w.tolist()}")
+    return (w[None, :] * np.cos(om[None, :] * (d[:, None] - offset))).sum(axis=1) / w.sum()
+
+
+def t5_buckets(max_len: int = 64, train_len: int = 16, *, bos: bool = False, num_buckets: int = 32,
+               max_distance: int = 128) -> dict:
+    """The causal T5 bucket of every distance ``0 .. max_len - 1`` and whether training at ``train_len`` reaches it.
+
+    Returns ``{"distance", "bucket", "trained"}`` (arrays); a bucket is trained when some
+    distance below ``train_len`` (plus one with BOS) falls in it.
+
+    Example:
+        >>> b = t5_buckets()
+        >>> sorted(set(b["bucket"][~b["trained"]].tolist()))
+        [16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26]
+    """
+    from ..bias import t5_relative_bucket
+
+    max_len, train_len = check_int("max_len", max_len), check_int("train_len", train_len)
+    distance = np.arange(max_len)
+    bucket = t5_relative_bucket(-torch.from_numpy(distance), bidirectional=False, num_buckets=num_buckets,
+                                max_distance=max_distance).numpy()
+    seen = set(bucket[: train_len + int(bos)].tolist())
+    return {"distance": distance, "bucket": bucket, "trained": np.array([b in seen for b in bucket])}
+
+
+def sinusoidal_novelty(max_len: int = 64, train_len: int = 16, d_model: int = 32) -> np.ndarray:
+    """For every position, the largest cosine similarity of its sinusoidal encoding to a trained position's (``< train_len``).
+
+    1 for the trained positions; below 1 for new ones, and higher where the table comes back
+    near a trained row.
+
+    Example:
+        >>> s = sinusoidal_novelty(20, 16)
+        >>> float(s[:16].min()), bool(s[16] < 1)
+        (1.0, True)
+    """
+    from ..sinusoidal import sinusoidal_encoding
+
+    max_len, train_len = check_int("max_len", max_len), check_int("train_len", train_len)
+    table = sinusoidal_encoding(max_len, check_int("d_model", d_model))
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    return (unit @ unit[:train_len].T).max(axis=1).clip(max=1.0)
+
+
+def randomized_spacing(lengths: Sequence[int], max_len: int = 256) -> np.ndarray:
+    """The mean gap between ``n`` sorted distinct positions drawn from ``0 .. max_len - 1``: ``(max_len + 1) / (n + 1)``.
+
+    Example:
+        >>> [round(float(v), 1) for v in randomized_spacing([16, 32, 64])]
+        [15.1, 7.8, 4.0]
+    """
+    n = as_finite_array("lengths", lengths, ndim=1)
+    if (n < 1).any():
+        raise ValueError("lengths must be positive")
+    return (check_int("max_len", max_len) + 1) / (n + 1)
+
+
+def bos_feature_gap(positions: Sequence[int], offset: int = 1) -> np.ndarray:
+    """NoPE + BOS's position feature ``1/(t+2)`` (uniform attention over BOS and ``t+1`` tokens): its gap to ``t - offset``.
+
+    The difference ``1/(t+2-offset) - 1/(t+2)`` a head must resolve to tell position ``t``
+    from ``t - offset``; it shrinks as ``offset / t**2``.
+
+    Example:
+        >>> [round(float(v), 4) for v in bos_feature_gap([4, 16, 64], 3)]
+        [0.1667, 0.0111, 0.0007]
+    """
+    t = as_finite_array("positions", positions, ndim=1)
+    offset = check_int("offset", offset)
+    if (t < offset).any():
+        raise ValueError(f"positions must be >= offset={offset}")
+    return 1 / (t + 2 - offset) - 1 / (t + 2)
+
+
+def group_curves(results: object, task: str, scheme: str, variant: str, *, checkpoint: str = "best",
+                 key: str = "pos_4x", fitting: bool = True) -> dict:
+    """The per-trial per-position curves of one group (at the rates that fit, of the seeds that fit).
+
+    Returns ``{"curves": array (trials, positions), "trials": [(seed, lr)], "missing": str | None}``;
+    ``missing`` says why there is nothing (group not in the file, no seed fits).
+
+    Example:
+        >>> group_curves({"rows": []}, "offset_copy", "rope", "plain")["missing"]
+        'offset_copy / rope / plain is not in the results file yet'
+    """
+    task = check_choice("task", task, ALL_TASKS)
+    scheme = check_choice("scheme", scheme, GRID_SCHEMES)
+    variant = check_choice("variant", variant, VARIANTS)
+    rows = [r for r in _rows(results) if (r["task"], r["scheme"], r["variant"]) == (task, scheme, variant)
+            and r.get("checkpoint") == checkpoint and r.get("phase", "A") == "A"]
+    empty = {"curves": np.zeros((0, 0)), "trials": []}
+    if not rows:
+        return {**empty, "missing": f"{task} / {scheme} / {variant} is not in the results file yet"}
+    if fitting:
+        pool = set(lr_band(rows)["fitting"])
+        rows = [r for r in rows if r["lr"] in pool and (r["acc_1x"] or 0) >= FIT]
+        if not rows:
+            return {**empty, "missing": f"{task} / {scheme} / {variant}: no seed fits"}
+    table = np.array([[np.nan if a is None else a for a in r[key]] for r in rows], dtype=float)
+    return {"curves": table, "trials": [(r["seed"], r["lr"]) for r in rows], "missing": None}
+
+
+def _note(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=9, wrap=True)
+
+
+def _curves_panel(ax, results, task, scheme, variant, *, train_len=16, floor=None, color=None, label=None):
+    got = group_curves(results, task, scheme, variant)
+    if got["missing"]:
+        _note(ax, got["missing"])
+        return got
+    x = np.arange(got["curves"].shape[1])
+    for c in got["curves"]:
+        ax.plot(x, c, color=color or "#1f77b4", linewidth=0.6, alpha=0.35)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # positions scored by no trial
+        ax.plot(x, np.nanmean(got["curves"], axis=0), color=color or "#1f77b4", linewidth=1.6, label=label)
+    ax.axvline(train_len - 0.5, color="black", linewidth=0.8, linestyle="--")
+    if floor is not None:
+        ax.axhline(floor, color="gray", linewidth=0.8, linestyle=":")
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlabel("position")
+    return got
+
+
+def plot_rope_alias(ax, results: object, task: str = "offset_copy", variant: str = "plain", *, train_len: int = 16) -> dict:
+    """RoPE's accuracy by position at 4x (each fitting trial, and their mean) with the fast pair's alias distances marked.
+
+    Returns the :func:`group_curves` dict plus ``"alias"`` (the marked positions) and
+    ``"horizons"`` (per trial). A missing group is said on the axes and in ``"missing"``.
+    """
+    check_axes("ax", ax)
+    offset = {"offset_copy": 3, "long_offset_copy": 10}.get(task)
+    if offset is None:
+        raise ValueError(f"task must be 'offset_copy' or 'long_offset_copy' (a fixed distance), got {task!r}")
+    got = _curves_panel(ax, results, task, "rope", variant, train_len=train_len,
+                        floor=task_floors(task)["beyond_4x"], color="#d62728", label="RoPE")
+    alias = rope_alias_positions(offset, 64)
+    for a in alias:
+        ax.axvline(a, color="#d62728", linewidth=0.7, linestyle=":", alpha=0.8)
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"{task.replace('_', ' ')}, {variant}: aliases {offset} + 2\u03c0k", fontsize=10)
+    got["alias"] = alias
+    got["horizons"] = [horizon(c, train_len) for c in got["curves"]]
+    return got
+
+
+def plot_t5_buckets(ax, results: object, task: str = "offset_copy", variant: str = "plain", *, train_len: int = 16) -> dict:
+    """T5's accuracy by position at 4x, shaded where the distance back to the sequence's start falls in untrained buckets.
+
+    The distances past ``train_len`` fall in buckets 16-26, never trained (they keep their
+    initial bias); the shading marks positions ``>= train_len``, where the key at distance
+    ``t`` is in such a bucket. Returns the :func:`group_curves` dict and ``"untrained"``.
+    """
+    check_axes("ax", ax)
+    b = t5_buckets(64, train_len, bos=variant == "bos")
+    got = _curves_panel(ax, results, task, "t5", variant, train_len=train_len,
+                        floor=task_floors(task)["beyond_4x"], color="#9467bd", label="T5")
+    untrained = sorted(set(b["bucket"][~b["trained"]].tolist()))
+    first = int(b["distance"][~b["trained"]].min())
+    ax.axvspan(first - 0.5, 63.5, color="#9467bd", alpha=0.08)
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"T5, {task.replace('_', ' ')}, {variant}: buckets {untrained[0]}-{untrained[-1]} untrained", fontsize=10)
+    got["untrained"] = untrained
+    return got
+
+
+def plot_sinusoidal_novelty(ax, results: object, task: str = "far_retrieve", variant: str = "plain", *,
+                            train_len: int = 16) -> dict:
+    """The sinusoidal model's accuracy by position at 4x beside its encoding's similarity to the trained positions.
+
+    Returns the :func:`group_curves` dict, ``"similarity"`` and ``"correlation"`` (of the
+    mean accuracy with the similarity over the new positions; ``nan`` when missing).
+    """
+    check_axes("ax", ax)
+    sim = sinusoidal_novelty(64, train_len + int(variant == "bos"))
+    got = _curves_panel(ax, results, task, "sinusoidal", variant, train_len=train_len, color="#2ca02c",
+                        label="accuracy", floor=task_floors(task)["beyond_4x"])
+    ax.plot(np.arange(64), sim, color="black", linewidth=1.0, linestyle="-.", label="similarity to trained")
+    got["similarity"] = sim
+    got["correlation"] = math.nan
+    if not got["missing"]:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(got["curves"], axis=0)
+        new = np.arange(len(mean)) >= train_len
+        ok = new & ~np.isnan(mean)
+        got["correlation"] = float(np.corrcoef(mean[ok], sim[: len(mean)][ok])[0, 1]) if ok.sum() > 2 else math.nan
+    ax.set_title(f"sinusoidal, {task.replace('_', ' ')}, {variant}", fontsize=10)
+    ax.legend(loc="lower left", fontsize=9)
+    return got
+
+
+def seen_position_accuracy(results: object, task: str, variant: str, scheme: str = "randomized", *,
+                           train_len: int = 16) -> dict:
+    """Accuracy at the positions seen in training (``< train_len``) inside the 4x sequences, against ``acc_1x``.
+
+    For randomized positions the spacing of a 64-token sequence is not the one trained, so
+    even seen positions can fail. Returns ``{"seen_4x", "acc_1x", "trials", "missing"}``
+    (per-trial arrays over the fitting seeds).
+
+    Example:
+        >>> seen_position_accuracy({"rows": []}, "offset_copy", "bos")["missing"]
+        'offset_copy / randomized / bos is not in the results file yet'
+    """
+    got = group_curves(results, task, scheme, variant)
+    if got["missing"]:
+        return {"seen_4x": np.zeros(0), "acc_1x": np.zeros(0), "trials": [], "missing": got["missing"]}
+    rows = {(r["seed"], r["lr"]): r for r in _rows(results) if (r["task"], r["scheme"], r["variant"]) ==
+            (task, scheme, variant) and r.get("checkpoint") == "best"}
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        seen = np.nanmean(got["curves"][:, :train_len], axis=1)
+    return {"seen_4x": seen, "acc_1x": np.array([rows[t]["acc_1x"] for t in got["trials"]]),
+            "trials": got["trials"], "missing": None}
+
+
+def plot_trajectories(ax, results: object, task: str, scheme: str, variant: str, *, key: str = "beyond_4x") -> dict:
+    """``key`` against training step for every trial of a group (one line per trial, coloured by rate), unstable ones dashed.
+
+    Returns ``{"unstable": [(seed, lr)], "missing": str | None}``.
+    """
+    check_axes("ax", ax)
+    rows = [r for r in _rows(results) if (r["task"], r["scheme"], r["variant"]) == (task, scheme, variant)
+            and r.get("checkpoint") == "trajectory"]
+    if not rows:
+        msg = f"{task} / {scheme} / {variant} is not in the results file yet"
+        _note(ax, msg)
+        return {"unstable": [], "missing": msg}
+    trials: dict[tuple, list] = {}
+    for r in sorted(rows, key=lambda r: r["steps"]):
+        trials.setdefault((r["seed"], r["lr"]), []).append(r)
+    colors = {lr: c for lr, c in zip(sorted({lr for _, lr in trials}), ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"))}
+    flagged = []
+    for (seed, lr), t in trials.items():
+        bad = unstable(t, key=key)
+        flagged += [(seed, lr)] if bad else []
+        ax.plot([r["steps"] for r in t], [r.get(key) for r in t], color=colors[lr], linewidth=0.9,
+                linestyle="--" if bad else "-", alpha=0.8)
+    for lr, c in colors.items():
+        ax.plot([], [], color=c, label=f"lr {lr:g}")
+    ax.set_xlabel("training step")
+    ax.set_ylabel(key.replace("_", " "))
+    ax.set_ylim(-0.02, 1.05)
+    ax.legend(fontsize=9, loc="lower right")
+    return {"unstable": flagged, "missing": None}
+
+
+def plot_verdict_heatmap(ax, table: Sequence[Mapping], variant: str, *, factor: int = 4) -> dict:
+    """The task x scheme heatmap of mean beyond-length accuracy (fitting seeds), each cell with its k/n; missing cells blank.
+
+    Returns ``{"values": array (tasks, schemes), "missing": [(task, scheme)]}``.
+    """
+    check_axes("ax", ax)
+    variant = check_choice("variant", variant, VARIANTS)
+    rows = check_rows("table", table, ("task", "scheme", "variant", "status"))
+    key = beyond_key(check_int("factor", factor))
+    values = np.full((len(ALL_TASKS), len(GRID_SCHEMES)), np.nan)
+    missing = []
+    for r in rows:
+        if r["variant"] != variant:
+            continue
+        i, j = ALL_TASKS.index(r["task"]), GRID_SCHEMES.index(r["scheme"])
+        if r["status"] != "done":
+            missing.append((r["task"], r["scheme"]))
+            ax.text(j, i, "\u2013", ha="center", va="center", fontsize=9, color="gray")
+            continue
+        values[i, j] = r.get(key, math.nan)
+        v = "" if math.isnan(values[i, j]) else f"{values[i, j]:.2f}\n"
+        ax.text(j, i, f"{v}{r['fit']}", ha="center", va="center", fontsize=9,
+                color="white" if not math.isnan(values[i, j]) and values[i, j] > 0.75 else "black")
+    ax.imshow(np.ma.masked_invalid(values), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(GRID_SCHEMES)), GRID_SCHEMES, rotation=30)
+    ax.set_yticks(range(len(ALL_TASKS)), [t.replace("_", " ") for t in ALL_TASKS])
+    ax.set_title(f"{variant}: beyond L at {factor}x; k/n fit", fontsize=10)
+    return {"values": values, "missing": missing}
+
+
+# --------------------------------------------------------------------------- phases B-D: their rules, fixed before the runs
+
+#: Phase B's budget: the trials still improving at 2,000 steps are trained to this many steps.
+PHASE_B_STEPS = 5000
+
+#: Phase C's extra seeds (to 10 per group) at the band-centre learning rate.
+PHASE_C_SEEDS = (4, 5, 6, 7, 8, 9)
+
+#: Phase D's seeds and its preferred learning rate (the middle of phase A's three).
+PHASE_D_SEEDS = (0, 1, 2, 3, 4)
+PHASE_D_LR = 3e-3
+
+
+def _group_rows(rows: Sequence[Mapping], group: tuple, checkpoint: str) -> list[Mapping]:
+    return [r for r in rows if (r["task"], r["scheme"], r["variant"]) == tuple(group)
+            and r.get("checkpoint") == checkpoint and r.get("phase", "A") == "A"]
+
+
+#: Phase B's second condition: the held-out loss fell by more than this (nats) over the last 500 steps.
+PHASE_B_MIN_DROP = 0.01
+
+
+def phase_b_members(rows: Sequence[Mapping], group: tuple, *, loss_every: int = 50) -> list[tuple[int, float]]:
+    """Phase B's rule on phase A's rows: the ``(seed, lr)`` of the group's trials whose held-out loss still falls.
+
+    A trial qualifies when :func:`still_improving` holds for its held-out losses (the
+    final row's ``heldout``, one every ``loss_every`` steps) and the loss fell by more than
+    :data:`PHASE_B_MIN_DROP` over the last 500 steps: the relative rule alone also picks
+    trials whose loss is already near 0 (a fall from 0.002 to 0.001 is 50 %).
+
+    Example:
+        >>> r = {"task": "offset_copy", "scheme": "none", "variant": "plain", "checkpoint": "final", "seed": 0,
+        ...      "lr": 1e-3, "heldout": [1.0] * 30 + [0.5] * 10}
+        >>> tiny = {**r, "seed": 1, "heldout": [0.002] * 30 + [0.001] * 10}
+        >>> phase_b_members([r, tiny], ("offset_copy", "none", "plain"))
+        [(0, 0.001)]
+    """
+    loss_every = check_int("loss_every", loss_every)
+    out = []
+    for r in sorted(_group_rows(rows, group, "final"), key=lambda r: (r["lr"], r["seed"])):
+        pairs = [[loss_every * (i + 1), v] for i, v in enumerate(r["heldout"]) if v is not None]
+        before = [v for step, v in pairs if step <= pairs[-1][0] - 500] if pairs else []
+        if pairs and still_improving(pairs) and min(before) - pairs[-1][1] > PHASE_B_MIN_DROP:
+            out.append((r["seed"], r["lr"]))
+    return out
+
+
+def band_centre(band: Mapping) -> float:
+    """The learning rate at the centre of a group's band (:func:`lr_band`): the lower median of the rates that fit.
+
+    With no rate fitting, the chosen one. Phase C adds its seeds there.
+
+    Example:
+        >>> band_centre({"fitting": [0.001, 0.003, 0.01], "chosen": 0.01}), band_centre({"fitting": [0.003, 0.01], "chosen": 0.01})
+        (0.003, 0.003)
+    """
+    fitting = sorted(band["fitting"])
+    return fitting[(len(fitting) - 1) // 2] if fitting else band["chosen"]
+
+
+def needs_more_seeds(verdict: Mapping) -> bool:
+    """Phase C's rule: a group whose seeds split (fit label ``"split"``) or whose 2x or 4x label is uncertain.
+
+    ``verdict`` is a :func:`grid_verdicts` entry (its ``"pooled"`` verdict is read).
+
+    Example:
+        >>> needs_more_seeds({"pooled": {"fit": {"label": "split"}, "beyond_4x": {"uncertain": False}}})
+        True
+    """
+    pooled = verdict["pooled"]
+    return pooled["fit"]["label"] == "split" or any(
+        v.get("uncertain", False) for k, v in pooled.items() if k.startswith("beyond_"))
+
+
+def ablation_lr(band: Mapping) -> float:
+    """Phase D's learning rate for a group: :data:`PHASE_D_LR` if it fits in phase A, else the fitting rate nearest it.
+
+    "Nearest" is in log scale, ties to the smaller rate; :data:`PHASE_D_LR` when no rate fits.
+
+    Example:
+        >>> ablation_lr({"fitting": [0.001, 0.003]}), ablation_lr({"fitting": [0.001, 0.01]}), ablation_lr({"fitting": []})
+        (0.003, 0.001, 0.003)
+    """
+    fitting = sorted(band["fitting"])
+    if not fitting or PHASE_D_LR in fitting:
+        return PHASE_D_LR
+    return min(fitting, key=lambda lr: (abs(math.log(lr / PHASE_D_LR)), lr))
+
+
+def rope_base_modifier(base: float):
+    """A ``modify`` for :func:`run_grid_pack`: the RoPE model's rotary table with ``base`` instead of 10,000.
+
+    Example:
+        >>> with seeded(0):
+        ...     m = GridProtocol().run_config("plain", 1e-3).model("rope")
+        >>> rope_base_modifier(100.0)(m)
+        >>> round(float(m.positional.inv_freq[1]), 4)
+        0.3162
+    """
+    base = check_real("base", base, low=1.0, low_open=True)
+
+    def modify(model: nn.Module) -> None:
+        from ..rope.module import RotaryEmbedding
+
+        if getattr(model, "scheme", None) != "rope":
+            raise ValueError(f"rope_base_modifier needs a RoPE model, got scheme {getattr(model, 'scheme', None)!r}")
+        model.positional = RotaryEmbedding(model.d_model // model.n_heads, base=base, layout="interleaved")
+
+    return modify
+
+
+#: Phase D's ablations: name -> (protocol overrides, RoPE base or None, schemes, variants, tasks).
+ABLATIONS: dict[str, dict] = {
+    "depth4": {"overrides": {"n_layers": 4}, "rope_base": None, "schemes": ("none", "alibi"), "variants": ("plain",),
+               "tasks": ("far_retrieve", "long_offset_copy", "associative_recall", "separator_copy", "latest_marker")},
+    "rope_base100": {"overrides": {}, "rope_base": 100.0, "schemes": ("rope",), "variants": VARIANTS,
+                     "tasks": ("offset_copy", "long_offset_copy", "fixed_retrieve", "associative_recall")},
+    "rope_2heads": {"overrides": {"n_heads": 2}, "rope_base": None, "schemes": ("rope",), "variants": VARIANTS,
+                    "tasks": ("offset_copy", "long_offset_copy", "fixed_retrieve", "associative_recall")},
+    "alibi_8heads": {"overrides": {"n_heads": 8}, "rope_base": None, "schemes": ("alibi",), "variants": VARIANTS,
+                     "tasks": ("far_retrieve", "offset_copy", "long_offset_copy", "associative_recall")},
+}
+
+
+def ablation_protocol(ablation: str, protocol: GridProtocol | None = None) -> GridProtocol:
+    """The protocol of one phase-D ablation: ``protocol`` (default the grid's) with the ablation's overrides.
+
+    Example:
+        >>> ablation_protocol("depth4").n_layers, ablation_protocol("alibi_8heads").n_heads
+        (4, 8)
+    """
+    import dataclasses
+
+    ablation = check_choice("ablation", ablation, tuple(ABLATIONS))
+    protocol = GridProtocol() if protocol is None else protocol
+    return dataclasses.replace(protocol, **ABLATIONS[ablation]["overrides"])
+
+
+def ablation_units() -> list[tuple[str, str, str, str]]:
+    """Every phase-D unit ``(ablation, task, scheme, variant)``, in :data:`ABLATIONS` order.
+
+    Example:
+        >>> len(ablation_units()), ablation_units()[0]
+        (34, ('depth4', 'far_retrieve', 'none', 'plain'))
+    """
+    return [(name, task, scheme, variant) for name, a in ABLATIONS.items() for scheme in a["schemes"]
+            for task in a["tasks"] for variant in a["variants"]]
+
+
+def ablation_first_losses(config: Mapping, seed: int, n: int, *, ablation: str, task: str, scheme: str, variant: str,
+                          lr: float) -> list[float]:
+    """:func:`first_losses` of a phase-D trial: the ablation's overrides and RoPE base applied (its fingerprint).
+
+    Example:
+        >>> len(ablation_first_losses(GridProtocol().to_dict(), 0, 2, ablation="rope_base100", task="offset_copy",
+        ...                           scheme="rope", variant="plain", lr=3e-3))
+        2
+    """
+    ablation = check_choice("ablation", ablation, tuple(ABLATIONS))
+    a = ABLATIONS[ablation]
+    base = GridProtocol.from_dict({k: v for k, v in config.items() if k != "length_rule"})
+    protocol = ablation_protocol(ablation, base)
+    n = check_int("n", n)
+    task, scheme, variant, members, protocol = _checked(task, scheme, variant, [(seed, lr)], protocol)
+    modify = rope_base_modifier(a["rope_base"]) if a["rope_base"] else None
+    models, streams, schedule = _pack(task, scheme, variant, members, protocol, modify)
+    return fit_batched(models, streams, _pack_loss, lrs=[lr], steps=n, schedule=schedule)[0].train_loss
+
+
+def rope_extended_frequencies(method: str, factor: float = 4.0, original: int = 16, head_dim: int = 8) -> np.ndarray:
+    """The chapter model's RoPE frequencies after a context extension (``posenc.rope.scaling.extension``).
+
+    Example:
+        >>> [round(float(w), 4) for w in rope_extended_frequencies("yarn")]
+        [1.0, 0.025, 0.0025, 0.0003]
+    """
+    from ..rope.module import RotaryEmbedding
+    from ..rope.scaling import extension
+
+    rope = RotaryEmbedding(check_int("head_dim", head_dim), layout="interleaved",
+                           scaling=extension(method, factor, check_int("original", original)))
+    return rope.inv_freq.double().numpy()
+
+
+def rope_extended_score(distances: Sequence[int], offset: int, method: str, *, factor: float = 4.0,
+                        original: int = 16, weights: Sequence[float] | None = None) -> np.ndarray:
+    """:func:`rope_template_score` of a head trained to find ``offset``, read with extended frequencies.
+
+    The head matches the phases ``omega_i * offset`` it was trained on; after the extension
+    pair ``i`` turns at ``omega'_i``, so the score at distance ``d`` is
+    ``sum_i w_i cos(omega'_i d - omega_i offset) / sum_i w_i``. NTK-aware and YaRN keep the
+    fastest pair (``omega = 1``), so its aliases stay where they were; position
+    interpolation slows it by ``factor`` and moves the head's peak (``offset * factor``).
+
+    Example:
+        >>> d = np.arange(64)
+        >>> [int(d[np.argmax(rope_extended_score(d, 3, m, weights=[1, 0, 0, 0]))]) for m in ("none", "yarn", "pi")]
+        [3, 3, 12]
+    """
+    d = as_finite_array("distances", distances, ndim=1)
+    offset = check_int("offset", offset, minimum=0)
+    trained = np.array(ROPE_OMEGAS)
+    new = rope_extended_frequencies(method, factor, original, head_dim=2 * len(ROPE_OMEGAS))
+    w = np.ones(len(trained)) if weights is None else as_finite_array("weights", weights, ndim=1)
+    if w.shape != trained.shape or w.sum() <= 0:
+        raise ValueError(f"weights must be one non-negative number per pair with a positive sum, got {w.tolist()}")
+    return (w[None, :] * np.cos(new[None, :] * d[:, None] - trained[None, :] * offset)).sum(axis=1) / w.sum()

@@ -280,3 +280,214 @@ def test_grid_verdicts_pool_the_rates_that_fit_and_count_unstable_trials():
     assert v["unstable"] == 1 and v["trials"] == 8
     with pytest.raises(ValueError, match="checkpoint"):
         S.grid_verdicts(rows, checkpoint="last")
+
+
+# --------------------------------------------------------------------------- predictions
+
+
+def test_predictions_cover_phase_a_and_match_the_readme():
+    from pathlib import Path
+
+    assert len(S.PREDICTIONS) == len(T.ALL_TASKS) * len(S.GRID_SCHEMES) * len(S.VARIANTS)
+    for p in S.PREDICTIONS.values():
+        assert p["fit"] in ("fits", "split", "fails")
+        assert (p["beyond_2x"] is None) == (p["beyond_4x"] is None) == (p["fit"] == "fails")
+    readme = (Path(__file__).resolve().parents[2] / "experiments" / "README.md").read_text()
+    short = {"holds": "H", "degrades": "D", "floor": "F"}
+    for task in T.ALL_TASKS:
+        line = next(row for row in readme.splitlines() if row.startswith(f"| {task} |"))
+        cells = [c.strip() for c in line.strip("|").split("|")[1:]]
+        for scheme, cell in zip(S.GRID_SCHEMES, cells):
+            for variant, part in zip(S.VARIANTS, cell.split(" / ")):
+                p = S.PREDICTIONS[(task, scheme, variant)]
+                want = p["fit"] + (f" {short[p['beyond_2x']]}{short[p['beyond_4x']]}" if p["beyond_2x"] else "")
+                assert part == want, (task, scheme, variant)
+
+
+# --------------------------------------------------------------------------- analysis of a partial results file
+
+
+def _fake_results(groups=(("offset_copy", "rope", "plain"), ("offset_copy", "shaw", "plain"))):
+    """A results file with a few groups: 3 rates x 4 seeds, best/final rows with 4x curves and a trajectory."""
+    rows = []
+    rng = np.random.default_rng(0)
+    for task, scheme, variant in groups:
+        for lr in (1e-3, 3e-3, 1e-2):
+            for seed in range(4):
+                cliff = 41 if scheme == "rope" else 64
+                curve = [None] * 3 + [1.0] * (cliff - 3) + [0.1] * (64 - cliff)
+                b4 = float(np.mean([c for c in curve[16:]]))
+                base = {"task": task, "scheme": scheme, "variant": variant, "seed": seed, "lr": lr, "phase": "A"}
+                for steps, b in ((1500, b4 - 0.01), (2000, b4)):
+                    rows.append({**base, "checkpoint": "trajectory", "steps": steps, "acc_1x": 1.0, "heldout_loss": 0.1,
+                                 "beyond_2x": 1.0, "beyond_4x": b})
+                for kind in ("best", "final"):
+                    rows.append({**base, "checkpoint": kind, "steps": 2000, "acc_1x": 1.0 - 0.001 * seed,
+                                 "heldout_loss": lr + 0.01 * rng.random(), "beyond_2x": 1.0, "beyond_4x": b4,
+                                 "pos_4x": curve})
+    return {"rows": rows}
+
+
+def test_coverage_and_table_say_what_is_missing():
+    data = _fake_results()
+    c = S.grid_coverage(data)
+    assert c["done"] == [("offset_copy", "rope", "plain"), ("offset_copy", "shaw", "plain")]
+    assert len(c["missing"]) == 96 and "all of fixed_retrieve, long_offset_copy" in c["text"] and c["partial"] == []
+    table = S.group_table(data)
+    assert [r["status"] for r in table].count("done") == 2
+    rope = next(r for r in table if r["scheme"] == "rope" and r["variant"] == "plain" and r["task"] == "offset_copy")
+    assert rope["fit"] == "12/12" and rope["label_2x"] == "holds" and rope["label_4x"] == "degrades"
+    assert rope["horizon"] == 41 and len(rope["seeds_4x"]) == 12 and rope["outcome_4x"] == "confirmed"
+    text = S.format_group_table(table, task="offset_copy")
+    assert "| offset_copy | rope | plain | 12/12 (fits) | holds 1.00" in text and text.count("missing") == 12
+    summary = S.prediction_summary(table)
+    assert summary["missing"] == 96 and summary["confirmed"] == 6 and summary["refuted"] == 0
+
+
+def test_paired_differences_pair_seeds_and_list_missing_schemes():
+    out = S.paired_scheme_differences(_fake_results(), "offset_copy", "plain")
+    d = out["pairs"][("rope", "shaw")]
+    assert d["n"] == 4 and d["a_lower"] == 4 and d["mean"] == pytest.approx((25 + 23 * 0.1) / 48 - 1)
+    assert out["missing"] == ["none", "sinusoidal", "alibi", "t5", "randomized"]
+    assert S.paired_scheme_differences(_fake_results(), "offset_copy", "plain", lr="all")["pairs"][("rope", "shaw")]["n"] == 12
+    with pytest.raises(ValueError, match="lr"):
+        S.paired_scheme_differences(_fake_results(), "offset_copy", "plain", lr="best")
+
+
+def test_prediction_outcomes():
+    assert S.prediction_outcome("floor", "floor") == "confirmed"
+    assert S.prediction_outcome("holds", "degrades") == "refuted"
+    assert S.prediction_outcome(None, "holds") == S.prediction_outcome("holds", "not fit") == "open"
+
+
+def test_mechanisms_known_values():
+    # RoPE: offset copy's unseen aliases 40.7 and 47.0; long offset copy's first alias 16.3 is past L
+    assert [round(a) for a in S.rope_alias_positions(3, 64)][5:7] == [41, 47]
+    assert round(S.rope_alias_positions(10, 64)[0], 1) == 16.3
+    # with the 0.1 pair weighted as much as the fast one, the alias at 9 is suppressed more than at 41 is not
+    s = S.rope_template_score([3, 9, 41], 3, weights=[1, 1, 0, 0])
+    assert s[0] == pytest.approx(1.0) and s[1] > s[2]
+    b, bb = S.t5_buckets(), S.t5_buckets(bos=True)
+    assert b["trained"][:16].all() and not b["trained"][16:].any() and bb["trained"][16]
+    assert set(b["bucket"][16:].tolist()) == set(range(16, 27))
+    sim = S.sinusoidal_novelty()
+    assert sim[:16].min() == pytest.approx(1.0) and sim[16:].max() < 1.0
+    assert S.randomized_spacing([16])[0] == pytest.approx(257 / 17)
+    gap = S.bos_feature_gap([10, 20, 40], 3)
+    assert (np.diff(gap) < 0).all()
+    with pytest.raises(ValueError, match="positions"):
+        S.bos_feature_gap([1], 3)
+    with pytest.raises(ValueError, match="weights"):
+        S.rope_template_score([3], 3, weights=[1, 1])
+    with pytest.raises(TypeError, match="source"):
+        S.load_grid(3)
+    with pytest.raises(ValueError, match="rows"):
+        S.load_grid({"units": []})
+
+
+def test_mechanism_figures_draw_on_partial_and_empty_files():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data, empty = _fake_results(), {"rows": []}
+    fig, axes = plt.subplots(2, 6)
+    try:
+        got = S.plot_rope_alias(axes[0, 0], data)
+        assert got["missing"] is None and got["horizons"] == [41] * 12 and round(got["alias"][5]) == 41
+        assert "not in the results file" in S.plot_rope_alias(axes[1, 0], empty)["missing"]
+        assert S.plot_t5_buckets(axes[0, 1], empty)["untrained"] == list(range(16, 27))
+        assert S.plot_sinusoidal_novelty(axes[0, 2], empty)["missing"]
+        assert S.plot_trajectories(axes[0, 3], data, "offset_copy", "rope", "plain")["missing"] is None
+        assert S.plot_trajectories(axes[1, 3], empty, "offset_copy", "rope", "plain")["missing"]
+        h = S.plot_verdict_heatmap(axes[0, 4], S.group_table(data), "plain")
+        assert len(h["missing"]) == 47 and h["values"][0, S.GRID_SCHEMES.index("shaw")] == 1.0
+        seen = S.seen_position_accuracy(data, "offset_copy", "plain", scheme="rope")
+        assert seen["missing"] is None and np.allclose(seen["seen_4x"], 1.0)
+        with pytest.raises(ValueError, match="task"):
+            S.plot_rope_alias(axes[0, 5], data, task="far_retrieve")
+        with pytest.raises(TypeError, match="ax"):
+            S.plot_trajectories("ax", data, "offset_copy", "rope", "plain")
+    finally:
+        plt.close(fig)
+
+
+# --------------------------------------------------------------------------- phases B-D
+
+
+def _grid_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "ch6_grid.py"
+    spec = importlib.util.spec_from_file_location("ch6_grid_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_phase_a_is_still_the_default_with_its_plan_and_protocol():
+    G = _grid_script()
+    exp = G.experiment()
+    assert exp is G.EXPERIMENT and exp.path.name == "alternatives_v2.json" and exp.name == "ch6_grid"
+    assert exp.protocol == {**S.GridProtocol().to_dict(), "length_rule": S.LENGTH_RULE}
+    units = exp.units({"rows": []})
+    assert len(units) == 98 and units[0] == ("A", "offset_copy", "none", "plain") and all(u[0] == "A" for u in units)
+    with pytest.raises(ValueError, match="phase"):
+        G.experiment("E")
+
+
+@pytest.mark.parametrize("phase", ["B", "C", "D"])
+def test_phases_b_to_d_quick_runs_save_nothing(phase, tmp_path, capsys):
+    G = _grid_script()
+    G.OUT = tmp_path / "missing_a.json"  # no phase A yet: the plans are empty, the quick unit still runs
+    exp = G.experiment(phase)
+    assert exp.path.name == f"alternatives_v2_{phase}.json" and exp.units({"rows": []}) == []
+    assert G.main(["--phase", phase, "--quick"]) == 0
+    assert "quick run finished" in capsys.readouterr().out
+
+
+def test_phase_rules():
+    final = {"task": "offset_copy", "scheme": "none", "variant": "plain", "checkpoint": "final", "lr": 1e-3}
+    rows = [{**final, "seed": 0, "heldout": [1.0] * 30 + [0.9] * 10},      # still falling
+            {**final, "seed": 1, "heldout": [0.002] * 30 + [0.001] * 10},  # relative fall only: converged
+            {**final, "seed": 2, "heldout": [0.5] * 40}]                    # flat
+    assert S.phase_b_members(rows, ("offset_copy", "none", "plain")) == [(0, 1e-3)]
+    assert S.band_centre({"fitting": [1e-3, 3e-3, 1e-2], "chosen": 1e-2}) == 3e-3
+    assert S.band_centre({"fitting": [], "chosen": 1e-2}) == 1e-2
+    assert S.needs_more_seeds({"pooled": {"fit": {"label": "fits"}, "beyond_2x": {"uncertain": True}}})
+    assert not S.needs_more_seeds({"pooled": {"fit": {"label": "fits"}, "beyond_2x": {"uncertain": False}}})
+    assert S.ablation_lr({"fitting": [1e-2]}) == 1e-2 and S.ablation_lr({"fitting": [1e-3, 1e-2]}) == 1e-3
+    units = S.ablation_units()
+    assert len(units) == 34 and len(set(units)) == 34
+    assert all((t, s, v) in S.PREDICTIONS for _, t, s, v in units)
+    assert S.ablation_protocol("rope_2heads").n_heads == 2 and S.ablation_protocol("depth4").steps == 2000
+
+
+def test_rope_base_ablation_changes_only_the_rotary_table():
+    small = S.GridProtocol(steps=3, loss_every=3, score_every=3, eval_size=4, heldout_size=4, batch_size=4, warmup=0)
+    plain = S.run_grid_pack("offset_copy", "rope", "plain", [(0, 1e-3)], small)[0]
+    same = S.run_grid_pack("offset_copy", "rope", "plain", [(0, 1e-3)], small, modify=S.rope_base_modifier(10000.0))[0]
+    other = S.run_grid_pack("offset_copy", "rope", "plain", [(0, 1e-3)], small, modify=S.rope_base_modifier(100.0))[0]
+    assert same["losses"] == plain["losses"] and other["losses"] != plain["losses"]
+    assert S.ablation_first_losses(small.to_dict(), 0, 3, ablation="rope_base100", task="offset_copy", scheme="rope",
+                                   variant="plain", lr=1e-3) == other["losses"]
+    with pytest.raises(ValueError, match="RoPE"):
+        S.run_grid_pack("offset_copy", "alibi", "plain", [(0, 1e-3)], small, modify=S.rope_base_modifier(100.0))
+    with pytest.raises(TypeError, match="modify"):
+        S.run_grid_pack("offset_copy", "rope", "plain", [(0, 1e-3)], small, modify=3)
+
+
+def test_extensions_move_the_fast_pairs_aliases_only_under_interpolation():
+    d = np.arange(80)
+    fast = [1, 0, 0, 0]  # the pair that aliases every 2 pi
+    for method in ("none", "ntk", "yarn"):
+        assert S.rope_extended_frequencies(method)[0] == pytest.approx(1.0)
+        s = S.rope_extended_score(d, 3, method, weights=fast)
+        assert s[41] > 0.9 and s[47] > 0.99  # the aliases 3 + 6(2 pi) and 3 + 7(2 pi) stay
+    pi = S.rope_extended_score(d, 3, "pi", weights=fast)
+    assert int(d[np.argmax(pi)]) == 12 and pi[3] < 0.8  # the head now finds 12, not 3
+    assert S.rope_extended_score(d, 3, "none") == pytest.approx(S.rope_template_score(d, 3))
+    with pytest.raises(ValueError, match="method"):
+        S.rope_extended_frequencies("longrope")

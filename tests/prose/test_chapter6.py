@@ -225,3 +225,115 @@ def test_every_group_stopped_by_the_rule_and_the_slow_climbers_plateau_below_fit
         final = _m(g, "offset_copy", s, "plain", "acc_1x")
         assert g[("offset_copy", s, "plain")]["steps"] > first
         assert training.accuracy_at_step(saved, ("offset_copy", s, "plain"), first) < final < 0.95
+
+
+# ----------------------------------------------------------------------------- bias engineering (issue 33, theme 3)
+
+NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "06_alternatives.ipynb"
+
+
+def _glued(name: str) -> str:
+    """The text a cell glued under ``name`` (as stored in the notebook)."""
+    nb = json.loads(NOTEBOOK.read_text())
+    for c in nb["cells"]:
+        for o in c.get("outputs", []) if c["cell_type"] == "code" else []:
+            if o.get("metadata", {}).get("scrapbook", {}).get("name") == name:
+                return o["data"]["application/papermill.record/text/plain"].strip("'\"")
+    raise KeyError(name)
+
+
+def test_bias_engineering_headings_are_there_to_be_found():
+    text = "".join("".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"])
+    for label, heading in [
+        ("sec-alternatives-bias-engineering", "## Bias engineering"),
+        ("sec-alternatives-alibi-per-key", "### Why released ALiBi code adds"),
+        ("sec-alternatives-alibi-encoders", "### ALiBi in bidirectional encoders"),
+        ("sec-alternatives-xpos", "### xPos: RoPE with a decay"),
+        ("sec-alternatives-bias-kernels", "### Biases in FlashAttention and FlexAttention"),
+    ]:
+        assert f"({label})=\n{heading}" in text, label
+
+
+def _alibi_forms(H=4, n=12):
+    slopes = posenc.alibi_slopes(H).double()
+    per_key = slopes[:, None, None] * torch.arange(n).double()
+    paper = posenc.alibi_bias(H, n, dtype=torch.float64)
+    symmetric = posenc.alibi_bias(H, n, bidirectional=True, dtype=torch.float64)
+    return slopes, per_key, paper, symmetric
+
+
+def test_alibi_per_key_form_equals_the_papers_under_the_causal_mask_only():
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    H, n = 4, 12
+    slopes, per_key, paper, symmetric = _alibi_forms(H, n)
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    # on the keys a query sees, the two forms differ by m_h * i, one constant per row
+    row = slopes[:, None, None] * torch.arange(n).double()[:, None]
+    assert (per_key - paper - row)[:, causal].abs().max() < 1e-12
+    scores = torch.randn(H, n, n, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+
+    def attention(bias, mask=None):
+        s = scores + bias
+        return (s if mask is None else s.masked_fill(~mask, float("-inf"))).softmax(-1)
+
+    causal_gap = (attention(per_key, causal) - attention(paper, causal)).abs().max().item()
+    encoder_gap = (attention(per_key) - attention(symmetric)).abs().max().item()
+    assert causal_gap < 1e-14 and encoder_gap > 0.3
+    assert _glued("alibi-gap-causal") == f"{causal_gap:.0e}" and _glued("alibi-gap-encoder") == f"{encoder_gap:.2f}"
+    bloom = build_alibi_tensor(torch.ones(1, n), H, torch.float32)
+    assert tuple(bloom.shape) == (H, 1, n) and torch.equal(bloom, per_key.float())
+    assert _glued("alibi-bloom-shape") == str((H, 1, n))
+
+
+def test_symmetric_alibi_alone_cannot_tell_left_from_right():
+    H, n, d = 4, 12, 16
+    *_, symmetric = _alibi_forms(H, n)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, d, generator=g, dtype=torch.float64)
+    w_q, w_k, w_v = torch.randn(3, d, d, generator=g, dtype=torch.float64)
+
+    def layer(x, bias):
+        return (((x @ w_q) @ (x @ w_k).T) / d**0.5 + bias).softmax(-1) @ (x @ w_v)
+
+    assert (layer(x.flip(0), symmetric) - layer(x, symmetric).flip(1)).abs().max() < 1e-12
+    causal_form = _alibi_forms(H, n)[2].masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+    assert (layer(x.flip(0), causal_form) - layer(x, causal_form).flip(1)).abs().max() > 0.1
+    assert float(_glued("alibi-flip-gap")) < 1e-12
+
+
+def test_xpos_decays_with_distance_depends_on_it_alone_and_overflows_float16_far_out():
+    d_h, B = 64, 512
+    zeta = (2 * torch.arange(d_h // 2).double() + 0.4 * d_h) / (1.4 * d_h)
+    assert float(zeta.max()) < 1 and abs(float(zeta[0]) - 2 / 7) < 1e-12
+    rope = posenc.RotaryEmbedding(d_h, layout="interleaved")
+    u = torch.randn(d_h, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+
+    def score(m, p):
+        pos = torch.tensor([m, p])
+        r = rope(u.expand(2, d_h), positions=pos)
+        s = (zeta[None, :] ** (pos.double()[:, None] / B)).repeat_interleave(2, dim=-1)
+        return float((r[0] * s[0]) @ (r[1] / s[1]))
+
+    assert abs(score(100, 40) - score(5100, 5040)) < 1e-9
+    # against RoPE alone, pair i's term is scaled by zeta_i ** (distance / B)
+    assert float(zeta[0] ** (4096 / B)) < 1e-4 < 0.8 < float(zeta[-1] ** (4096 / B))
+    assert torch.isinf(torch.tensor(float(zeta[0] ** (-8192 / B))).half())
+    assert _glued("xpos-fast-512") == f"{float(zeta[0]):.2f}" and _glued("xpos-slow-4096") == "0.83"
+    assert float(_glued("xpos-shift-gap")) < 1e-9
+
+
+def test_score_mods_give_the_bias_tensors_at_every_index():
+    from posenc.bias import alibi_score_mod
+
+    H, n = 4, 12
+    _, _, paper, symmetric = _alibi_forms(H, n)
+    head, q, k = torch.arange(H)[:, None, None], torch.arange(n)[:, None], torch.arange(n)[None, :]
+    zero = torch.zeros(H, n, n)
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    assert torch.equal(alibi_score_mod(H)(zero, 0, head, q, k)[:, causal], paper.float()[:, causal])
+    assert torch.equal(alibi_score_mod(H, bidirectional=True)(zero, 0, head, q, k), symmetric.float())
+    with torch.random.fork_rng():
+        t5 = posenc.T5RelativeBias(H, bidirectional=False)
+    assert torch.equal(t5.score_mod()(zero, 0, head, q, k), t5(n))
+    assert _glued("score-mod-gap") == "0"
