@@ -253,11 +253,16 @@ def ext_unit(seed: int, ctx) -> dict:
     model.eval()
     lens = [f * L for f in FACTORS[1:]] if not ctx.quick else [2 * L]
     rows = []
+    runs = []
+    n_lbp = LBP_FACTOR * L
     for method in EXT_ZERO_SHOT:
         base = {"variant": "rope", "scheme": "rope", "seed": seed, "extension": method,
                 "temperature": method == "yarn", "finetune": None}
         rows += bpc_rows(model, base, config, lens, scaling_for=lambda n, m=method: _scaling(m, n / L, L))
-    runs = []
+        with rt.with_rotary_scaling(model, _scaling(method, LBP_FACTOR, L)):  # where it breaks (NTK's prediction)
+            bits = rt.char_bits(model, scored(), n_lbp)
+        runs.append({"seed": seed, "zero_shot": method, "factor": LBP_FACTOR, "loss_by_position": {
+            "length": n_lbp, "bin": LBP_BIN, "bpc": _blocks(bits.reshape(-1, n_lbp).mean(0).reshape(-1, LBP_BIN).mean(1))}})
     train, val = corpus().split("train"), corpus().split("val")
     text_cfg = rt.TextConfig(train_len=L, d_model=config.d_model, n_heads=config.n_heads, n_layers=config.n_layers,
                              batch_size=config.batch_size, eval_every=max(1, FT_STEPS // 5), val_chars=config.val_chars)

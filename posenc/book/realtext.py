@@ -1129,7 +1129,7 @@ def ngram_bits(train_ids: torch.Tensor, text: ScoredText, order: int, *, discoun
     Example:
         >>> c = load_corpus()
         >>> round(float(ngram_bits(c.split("train"), scored_text(c), 0).mean()), 2)   # unigram
-        4.8
+        4.85
     """
     order = check_int("order", order, minimum=0)
     if isinstance(discount, bool) or not isinstance(discount, (int, float)) or not 0 < discount < 1:
