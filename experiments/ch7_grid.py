@@ -13,7 +13,7 @@ best checkpoint kept) for each variant of :data:`~posenc.book.realtext.GRID_VARI
 1. ``baselines``: the count models (:func:`~posenc.book.realtext.ngram_bits`, 0 to 5
    characters of context) on the scored test characters;
 2. ``tune:<variant>``: the three learning rates of ``GridConfig.lrs`` on seed 100 (one
-   pack); the rate is the one with the lowest best validation loss (ties within 0.005
+   pack, at most 3,000 steps); the rate is the one with the lowest best validation loss (ties within 0.005
    bits: the smaller rate);
 3. ``main:<variant>``: seeds 0, 1, 2 at that rate (one pack), each scored on the whole
    test split (``bpc`` rows at ``L`` to ``16 L``, non-overlapping and sliding with stride
@@ -21,7 +21,7 @@ best checkpoint kept) for each variant of :data:`~posenc.book.realtext.GRID_VARI
    copy probe within and beyond ``L``;
 4. ``ext:<seed>``: the RoPE model's context extensions, zero-shot and fine-tuned, with the
    keep-training-at-``L`` control;
-5. ``copy:<variant>``: the positive control, three seeds trained with a repeated span in a
+5. ``copy:<variant>``: the positive control, seed 0 trained with a repeated span in a
    quarter of the windows, and its copy probe.
 
 Every pack is saved atomically (and with ``--commit`` committed alone) to
@@ -53,6 +53,8 @@ CONFIG = rt.GridConfig()
 QUICK = replace(CONFIG, d_model=16, n_layers=1, max_steps=8, eval_every=4, warmup=2, val_chars=256)
 SEEDS = (0, 1, 2)
 TUNE_SEED = 100
+TUNE_MAX_STEPS = 3000           # the tuning trials: the same rule, capped at 3,000 steps
+COPY_SEEDS = (0,)               # the positive control: one seed per variant (the budget)
 LR_TIE = 0.005
 FACTORS = (1, 2, 4, 8, 16)
 CONTEXTS = (1, 2, 4, 8, 16, 32)
@@ -69,11 +71,13 @@ PROTOCOL = {
     "config": CONFIG.to_dict(),
     "variants": [list(v) for v in rt.GRID_VARIANTS],
     "seeds": list(SEEDS),
-    "tune": {"seed": TUNE_SEED, "rule": f"lowest best validation bpc; within {LR_TIE}: the smaller lr"},
+    "tune": {"seed": TUNE_SEED, "max_steps": TUNE_MAX_STEPS,
+             "rule": f"lowest best validation bpc; within {LR_TIE}: the smaller lr"},
     "eval": {"block": rt.EVAL_BLOCK, "lens": [f * CONFIG.train_len for f in FACTORS], "sliding_stride": "n/4",
              "contexts": list(CONTEXTS), "context_every": CONTEXT_EVERY,
              "loss_by_position": {"length": LBP_FACTOR * CONFIG.train_len, "bin": LBP_BIN}},
-    "probe": {"distances": list(PROBE_DISTANCES), **PROBE, "repeat_fraction": REPEAT_FRACTION},
+    "probe": {"distances": list(PROBE_DISTANCES), **PROBE, "repeat_fraction": REPEAT_FRACTION,
+              "positive_control_seeds": list(COPY_SEEDS)},
     "extensions": {"zero_shot": list(EXT_ZERO_SHOT), "fine_tune": [list(f) for f in EXT_FINETUNE],
                    "fine_tune_steps": FT_STEPS, "fine_tune_lr": f"{FT_LR_FRACTION} x the scheme's lr",
                    "dynamic_ntk": "not run: over a whole window it equals NTK-aware at s = n / L"},
@@ -105,7 +109,7 @@ def variants_by_name() -> dict[str, tuple]:
 
 def chosen_lr(saved: dict, name: str) -> float | None:
     """The rate of ``name``'s tuning rows by the stated rule (``None`` before its tune unit ran)."""
-    rows = [r for r in saved.get("tune", []) if r["variant"] == name]
+    rows = [r for r in saved.get("tune", []) if r["variant"] == name and r.get("best_val_bpc") is not None]
     if not rows:
         return None
     best = min(r["best_val_bpc"] for r in rows)
@@ -157,9 +161,22 @@ def _run_row(name, info, config) -> dict:
 
 
 def tune_unit(name: str, ctx) -> dict:
-    config = QUICK if ctx.quick else CONFIG
-    _, infos = _train(name, [TUNE_SEED] * len(config.lrs), config.lrs, config, ctx)
-    return {"tune": [_run_row(name, info, config) for info in infos]}
+    config = QUICK if ctx.quick else replace(CONFIG, max_steps=min(CONFIG.max_steps, TUNE_MAX_STEPS))
+    try:
+        _, infos = _train(name, [TUNE_SEED] * len(config.lrs), config.lrs, config, ctx)
+        return {"tune": [_run_row(name, info, config) for info in infos]}
+    except ValueError as err:  # a rate diverged (non-finite loss): each rate alone, the diverged ones recorded
+        ctx.log(f"  {name}: {err}; training each rate alone")
+    rows = []
+    for lr in config.lrs:
+        try:
+            _, infos = _train(name, [TUNE_SEED], [lr], config, ctx)
+            rows.append(_run_row(name, infos[0], config))
+        except ValueError as err:
+            scheme, md = variants_by_name()[name]
+            rows.append({"variant": name, "scheme": scheme, "t5_max_distance": md, "seed": TUNE_SEED, "lr": lr,
+                         "best_val_bpc": None, "stop": "diverged", "error": str(err)})
+    return {"tune": rows}
 
 
 def bpc_rows(model, base: dict, config, lens, *, scaling_for=None) -> list[dict]:
@@ -288,7 +305,7 @@ def copy_unit(name: str, ctx) -> dict:
     """The positive control: the variant trained with a repeated span in a quarter of its windows."""
     config = replace(QUICK if ctx.quick else CONFIG, repeat_fraction=REPEAT_FRACTION)
     lr = chosen_lr(ctx.saved, name) if not ctx.quick else config.lrs[0]
-    models, infos = _train(name, SEEDS, [lr] * len(SEEDS), config, ctx)
+    models, infos = _train(name, COPY_SEEDS, [lr] * len(COPY_SEEDS), config, ctx)
     scheme, md = variants_by_name()[name]
     out = {"copy_probe": [], "copy_runs": []}
     for model, info in zip(models, infos):

@@ -777,7 +777,7 @@ class GridConfig(TrialConfig):
     batch_size: int = 32
     max_steps: int = 8000
     warmup: int = 200
-    lrs: tuple = (1e-3, 2e-3, 4e-3)
+    lrs: tuple = (2e-3, 4e-3, 8e-3)
     betas: tuple = (0.9, 0.99)
     eval_every: int = 250
     patience: int = 4

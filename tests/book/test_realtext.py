@@ -402,5 +402,7 @@ def test_lr_rule_prefers_the_smaller_rate_within_the_tie():
     saved["tune"][2]["best_val_bpc"] = 2.41
     assert grid.chosen_lr(saved, "rope") == 1e-3
     assert grid.chosen_lr(saved, "alibi") is None
+    saved["tune"].append({"variant": "rope", "lr": 8e-3, "best_val_bpc": None, "stop": "diverged"})
+    assert grid.chosen_lr(saved, "rope") == 1e-3  # a diverged rate is never chosen
     units = grid.plan(saved)
     assert units[:3] == [("baselines",), ("tune", "rope"), ("main", "rope")] and ("ext", 0) in units
