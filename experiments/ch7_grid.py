@@ -47,7 +47,7 @@ from posenc.rope.scaling import extension
 
 HERE = Path(__file__).resolve().parent
 OUT = DATA_DIR / "realtext_grid.json"
-CACHE = HERE / "results" / ".ch7_models"  # trained weights for the ext units (not committed; retrained when missing)
+CACHE = HERE / "results" / ".realtext_models" / "ch7_grid"  # RoPE weights for the ext units (git-ignored; retrained when missing)
 
 CONFIG = rt.GridConfig()
 QUICK = replace(CONFIG, d_model=16, n_layers=1, max_steps=8, eval_every=4, warmup=2, val_chars=256)
