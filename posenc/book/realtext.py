@@ -26,6 +26,7 @@ window's start) and not at all under sliding evaluation.
 from __future__ import annotations
 
 import contextlib
+import time
 import copy
 import hashlib
 import math
@@ -42,7 +43,7 @@ from ..rope.scaling import extension
 from .engine import TrialConfig, fit, seeded
 from .models import PositionalTransformer, random_positions
 from .resources import DATA_DIR, resource_path
-from .results import summarize
+from .results import paired_difference, summarize
 
 __all__ = [
     "CORPUS_FILE",
@@ -55,6 +56,7 @@ __all__ = [
     "bpc_summary",
     "evaluate_bpc",
     "extension_scaling",
+    "fine_tune",
     "fine_tune_extension",
     "load_corpus",
     "long_range_probe",
@@ -64,6 +66,21 @@ __all__ = [
     "train_lm",
     "with_rotary_scaling",
     "first_losses",
+    "EVAL_BLOCK",
+    "GRID_VARIANTS",
+    "GridConfig",
+    "ScoredText",
+    "bpc_intervals",
+    "char_bits",
+    "context_use",
+    "copy_probe",
+    "grid_first_losses",
+    "ngram_bits",
+    "paired_bpc",
+    "repeat_spans",
+    "scored_text",
+    "train_lm_pack",
+    "variant_name",
 ]
 
 #: The corpus that ships with the package, Shakespeare as in Karpathy's char-rnn repository.
@@ -558,6 +575,46 @@ def with_rotary_scaling(model: PositionalTransformer, scaling: dict | None) -> I
         model.positional = original
 
 
+def fine_tune(
+    model: PositionalTransformer,
+    scaling: dict | None,
+    length: int,
+    train_ids: torch.Tensor,
+    val_ids: torch.Tensor,
+    config: TextConfig,
+    *,
+    seed: int,
+    steps: int,
+    lr: float = 1e-3,
+    batch_size: int | None = None,
+) -> tuple[PositionalTransformer, dict]:
+    """A copy of a trained RoPE model, its rotary module given ``scaling``, fine-tuned on windows of ``length``.
+
+    ``scaling=None`` keeps the trained rotary module: with ``length = L`` that is the
+    control that just keeps training at the training length. Training is
+    :func:`train_lm` for ``steps`` steps of ``batch_size`` windows (default
+    ``config.batch_size``) with a 10 % warm-up to ``lr`` and cosine decay; the checkpoint
+    with the lowest validation loss at ``length`` is kept.
+
+    Returns:
+        ``(tuned copy, train_lm's info)``.
+    """
+    from ..rotary import RotaryEmbedding
+
+    if getattr(model, "scheme", None) != "rope":
+        raise ValueError(f"model must be a PositionalTransformer with scheme='rope', got {getattr(model, 'scheme', model)!r}")
+    length = check_int("length", length)
+    steps = check_int("steps", steps)
+    tuned = copy.deepcopy(model)
+    if scaling is not None:
+        rope = tuned.positional
+        tuned.positional = RotaryEmbedding(rope.head_dim, layout=rope.layout, base=rope.base, scaling=scaling)
+    batch_size = config.batch_size if batch_size is None else check_int("batch_size", batch_size)
+    info = train_lm(tuned, train_ids, val_ids, replace(config, eval_every=max(1, steps // 4)), seed=seed,
+                    length=length, steps=steps, lr=lr, warmup=max(1, steps // 10), batch_size=batch_size)
+    return tuned, info
+
+
 def fine_tune_extension(
     model: PositionalTransformer,
     method: str,
@@ -575,36 +632,16 @@ def fine_tune_extension(
 
     The copy's rotary module uses ``extension_scaling(method, factor, L)`` (for
     ``"dynamic_ntk"`` the factor is then reached at the fine-tuning length), and it is
-    trained for ``steps`` steps on windows of ``factor * L`` characters with the same
-    number of characters per step as the main training (``batch_size`` defaults to
-    ``config.batch_size // factor``, at least 1), a 10 % warm-up to ``lr`` and cosine
-    decay; the checkpoint with the lowest validation loss at the new length is kept.
+    trained by :func:`fine_tune` for ``steps`` steps on windows of ``factor * L``
+    characters with the same number of characters per step as the main training
+    (``batch_size`` defaults to ``config.batch_size // factor``, at least 1).
     """
-    from ..rotary import RotaryEmbedding
-
     if getattr(model, "scheme", None) != "rope":
         raise ValueError(f"model must be a PositionalTransformer with scheme='rope', got {getattr(model, 'scheme', model)!r}")
     factor = check_int("factor", factor, minimum=2)
-    steps = check_int("steps", steps)
-    tuned = copy.deepcopy(model)
-    rope = tuned.positional
-    tuned.positional = RotaryEmbedding(
-        rope.head_dim, layout=rope.layout, base=rope.base, scaling=extension_scaling(method, factor, config.train_len)
-    )
     batch_size = max(1, config.batch_size // factor) if batch_size is None else check_int("batch_size", batch_size)
-    info = train_lm(
-        tuned,
-        train_ids,
-        val_ids,
-        replace(config, eval_every=max(1, steps // 4)),
-        seed=seed,
-        length=factor * config.train_len,
-        steps=steps,
-        lr=lr,
-        warmup=max(1, steps // 10),
-        batch_size=batch_size,
-    )
-    return tuned, info
+    return fine_tune(model, extension_scaling(method, factor, config.train_len), factor * config.train_len,
+                     train_ids, val_ids, config, seed=seed, steps=steps, lr=lr, batch_size=batch_size)
 
 
 @torch.no_grad()
@@ -685,3 +722,593 @@ def bpc_summary(saved: dict, *, extension: str | None = None, finetune_len: int 
             continue
         groups.setdefault((r["scheme"], r["eval_len"], r["mode"]), []).append(r["bpc"])
     return {k: summarize(v) for k, v in groups.items()}
+
+
+# --------------------------------------------------------------------------- the grid of issue 31
+#
+# Models that use their whole training context: a smaller L, more characters, per-scheme
+# learning rates, training until the validation loss stops falling; scored on the whole
+# test split against count models, with the context each model uses measured directly.
+
+#: The grid's variants: (scheme, T5 maximum distance or None). T5 runs at a maximum
+#: distance equal to L (every bucket trained) and at the book's default 128.
+GRID_VARIANTS = (("rope", None), ("alibi", None), ("t5", 32), ("t5", 128), ("sinusoidal", None), ("none", None),
+                 ("randomized", None), ("learned", None))
+
+
+def variant_name(scheme: str, t5_max_distance: int | None = None) -> str:
+    """``"t5-32"`` for T5 at maximum distance 32, else the scheme's name.
+
+    Example:
+        >>> variant_name("t5", 32), variant_name("rope")
+        ('t5-32', 'rope')
+    """
+    scheme = check_choice("scheme", scheme, TEXT_SCHEMES)
+    if scheme == "t5":
+        return f"t5-{check_int('t5_max_distance', t5_max_distance)}"
+    if t5_max_distance is not None:
+        raise ValueError(f"t5_max_distance is for scheme='t5' only, got scheme={scheme!r}")
+    return scheme
+
+
+@dataclass(frozen=True)
+class GridConfig(TrialConfig):
+    """The recipe of chapter 7's grid (issue 31); the defaults are its protocol.
+
+    Every trial: Adam (``betas``) at a constant learning rate after ``warmup`` steps of
+    linear warm-up, batches of ``batch_size`` random windows of ``train_len`` characters;
+    every ``eval_every`` steps the validation bits per character at ``train_len``
+    (non-overlapping, the first ``val_chars`` validation characters). The stopping rule:
+    an evaluation improves when it is lower than the best so far by more than
+    ``min_delta``; a trial stops after ``patience`` evaluations in a row without
+    improvement (``stop: "patience"``) or at ``max_steps`` (``stop: "budget"``), and its
+    weights are those of its best evaluation.
+
+    Attributes:
+        repeat_fraction, repeat_span: the positive control of the copy probe: in this
+            fraction of the training windows a span of ``repeat_span`` characters is
+            copied to a later place in the same window (0: ordinary text).
+    """
+
+    train_len: int = 32
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    batch_size: int = 32
+    max_steps: int = 8000
+    warmup: int = 200
+    lrs: tuple = (2e-3, 4e-3, 8e-3)
+    betas: tuple = (0.9, 0.99)
+    eval_every: int = 250
+    patience: int = 4
+    min_delta: float = 0.005
+    val_chars: int = 16384
+    randomized_max_len: int = 512
+    repeat_fraction: float = 0.0
+    repeat_span: int = 8
+
+    def validate(self) -> None:
+        for name in ("train_len", "d_model", "n_heads", "n_layers", "batch_size", "max_steps", "eval_every",
+                     "patience", "val_chars", "randomized_max_len", "repeat_span"):
+            check_int(name, getattr(self, name))
+        check_int("warmup", self.warmup, minimum=0)
+        if not isinstance(self.lrs, tuple) or not self.lrs or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in self.lrs):
+            raise ValueError(f"lrs must be a non-empty tuple of numbers > 0, got {self.lrs!r}")
+        if not isinstance(self.betas, tuple) or len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas must be a pair in [0, 1), got {self.betas!r}")
+        if not isinstance(self.min_delta, (int, float)) or isinstance(self.min_delta, bool) or not self.min_delta >= 0:
+            raise ValueError(f"min_delta must be a number >= 0, got {self.min_delta!r}")
+        if not isinstance(self.repeat_fraction, (int, float)) or not 0 <= self.repeat_fraction <= 1:
+            raise ValueError(f"repeat_fraction must be in [0, 1], got {self.repeat_fraction!r}")
+        if self.repeat_fraction and 2 * self.repeat_span + 1 > self.train_len:
+            raise ValueError(f"repeat_span must leave room for two copies in train_len={self.train_len}, "
+                             f"got {self.repeat_span}")
+
+    def model(self, scheme: str, vocab_size: int, t5_max_distance: int | None = None) -> PositionalTransformer:
+        """A fresh model (weights from torch's global generator: build it under :func:`seeded`)."""
+        variant_name(scheme, t5_max_distance)
+        kw = {} if t5_max_distance is None else {"t5_max_distance": t5_max_distance}
+        return PositionalTransformer(vocab_size, scheme=scheme, d_model=self.d_model, n_heads=self.n_heads,
+                                     n_layers=self.n_layers, max_len=self.train_len,
+                                     randomized_max_len=self.randomized_max_len, **kw)
+
+
+def repeat_spans(inputs: torch.Tensor, targets: torch.Tensor, fraction: float, span: int, *,
+                 generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Windows in which a span repeats: the copy probe's positive control.
+
+    In each window with probability ``fraction``, the ``span`` characters at a random
+    start ``a`` are written again at ``a + d`` with ``span <= d`` and the copy inside the
+    window, so copying at distances up to the window's length is there to be learned.
+    The inputs and targets (the window shifted by one) stay consistent.
+
+    Example:
+        >>> x = torch.arange(20).view(1, 20); y = x + 1
+        >>> x2, y2 = repeat_spans(x, y, 1.0, 4, generator=torch.Generator().manual_seed(0))
+        >>> bool(torch.equal(x2[:, 1:], y2[:, :-1]))
+        True
+    """
+    batch, length = inputs.shape
+    full = torch.cat([inputs, targets[:, -1:]], dim=1).clone()
+    which = torch.rand(batch, generator=generator) < fraction
+    n = length + 1
+    for b in range(batch):
+        draw_d = int(torch.randint(span, n - span + 1, (1,), generator=generator))
+        start = int(torch.randint(0, n - span - draw_d + 1, (1,), generator=generator))
+        if which[b]:
+            full[b, start + draw_d : start + draw_d + span] = full[b, start : start + span]
+    return full[:, :-1], full[:, 1:]
+
+
+class _PackStopped(Exception):
+    pass
+
+
+def train_lm_pack(
+    scheme: str,
+    seeds: list[int],
+    lrs: list[float],
+    config: GridConfig,
+    train_ids: torch.Tensor,
+    val_ids: torch.Tensor,
+    *,
+    vocab_size: int = 65,
+    t5_max_distance: int | None = None,
+    extra_every: Callable[[nn.Module], dict] | None = None,
+    log: Callable[[str], None] | None = None,
+    stop_after: int | None = None,
+) -> tuple[list[PositionalTransformer], list[dict]]:
+    """Train one trial per ``(seeds[i], lrs[i])`` of a scheme as one batched model, each until its validation loss stops falling.
+
+    Trial ``i`` starts from ``config.model(...)`` built under ``seeded(seeds[i])``; its
+    batches (random windows, a randomized model's positions, the positive control's
+    repeated spans) come from a generator seeded by ``seeds[i]``, so every scheme sees the
+    same characters. Training is :func:`~posenc.book.engine.fit_batched` (a trial's numbers
+    do not depend on its pack); the pack ends when every trial has stopped by
+    :class:`GridConfig`'s rule or at ``max_steps``, and each model ends with its best
+    weights (the best before its own stop).
+
+    Args:
+        extra_every: ``extra_every(model)``, more values recorded at each evaluation (e.g.
+            bits per character beyond ``L``: the break against training step).
+        vocab_size: the corpus's vocabulary (65 for the book's corpus).
+        stop_after: stop every trial after this many steps (the first losses of a run).
+
+    Returns:
+        ``(models, infos)``; an info is ``{"seed", "lr", "history": [[step, val_bpc, {extra}], ...],
+        "best_step", "best_val_bpc", "stop", "stop_step", "steps_run", "train_loss"}``.
+    """
+    from .engine import fit_batched
+
+    if not isinstance(config, GridConfig):
+        raise TypeError(f"config must be a GridConfig, got {type(config).__name__}")
+    seeds = [check_int("seeds", s, minimum=0) for s in seeds]
+    if not seeds or len(lrs) != len(seeds):
+        raise ValueError(f"lrs must have one entry per seed ({len(seeds)}), got {len(lrs)}")
+    vocab = check_int("vocab_size", vocab_size)
+    models = []
+    for seed in seeds:
+        with seeded(seed):
+            models.append(config.model(scheme, vocab, t5_max_distance))
+    L = config.train_len
+    randomized = scheme == "randomized"
+
+    def batches(seed: int) -> Iterator:
+        gen = torch.Generator().manual_seed(seed)
+        while True:
+            x, y = random_windows(train_ids, L, config.batch_size, generator=gen)
+            if config.repeat_fraction:
+                x, y = repeat_spans(x, y, config.repeat_fraction, config.repeat_span, generator=gen)
+            parts = (x, y)
+            if randomized:
+                parts += (random_positions(x.shape[0], L, config.randomized_max_len, generator=gen),)
+            yield parts
+
+    def loss(forward, inputs, targets, *positions):
+        logits = forward(inputs, *positions)
+        return nn.functional.cross_entropy(logits.transpose(1, 2), targets)
+
+    val = val_ids[: config.val_chars + 1]
+    k = len(seeds)
+    infos = [{"seed": s, "lr": float(lr), "history": [], "best_step": 0, "best_val_bpc": math.inf, "stop": "budget",
+              "stop_step": None} for s, lr in zip(seeds, lrs)]
+    best_states: list = [None] * k
+    since = [0] * k
+    step_of = {"n": 0}
+
+    def evaluate(i: int, model: nn.Module) -> float:
+        if i == 0:
+            step_of["n"] += 1
+        step = min(step_of["n"] * config.eval_every, limit)
+        info = infos[i]
+        value = evaluate_bpc(model, val, L, mode="nonoverlapping")
+        extra = {} if extra_every is None else extra_every(model)
+        info["history"].append([step, round(value, 4), *([extra] if extra else [])])
+        if info["stop_step"] is None:
+            if value < info["best_val_bpc"] - config.min_delta:
+                info["best_val_bpc"], info["best_step"], since[i] = value, step, 0
+                best_states[i] = copy.deepcopy(model.state_dict())
+            else:
+                since[i] += 1
+                if since[i] >= config.patience:
+                    info["stop"], info["stop_step"] = "patience", step
+        if i == k - 1:
+            if log is not None:
+                log(f"{scheme} step {step}: val " + " ".join(f"{r['history'][-1][1]:.3f}" for r in infos))
+            if all(r["stop_step"] is not None for r in infos):
+                raise _PackStopped
+        return value
+
+    limit = config.max_steps if stop_after is None else min(stop_after, config.max_steps)
+    warmup = config.warmup
+    t0 = time.perf_counter()
+    out = None
+    try:
+        out = fit_batched(models, [batches(s) for s in seeds], loss, lrs=[float(v) for v in lrs], steps=limit,
+                          schedule=(lambda step: min(1.0, step / warmup)) if warmup else None,
+                          betas=tuple(config.betas), evaluate=evaluate, every=config.eval_every)
+    except _PackStopped:
+        pass
+    for i, model in enumerate(models):
+        if best_states[i] is not None:
+            model.load_state_dict(best_states[i])
+        model.eval()
+        info = infos[i]
+        info["steps_run"] = info["history"][-1][0] if info["history"] else 0
+        if info["stop_step"] is None:
+            info["stop_step"] = info["steps_run"]
+        info["best_val_bpc"] = round(info["best_val_bpc"], 4)
+        info["train_loss"] = None if out is None else out[i].train_loss
+    seconds = time.perf_counter() - t0
+    for info in infos:
+        info["seconds"] = round(seconds, 1)
+    return models, infos
+
+
+# --------------------------------------------------------------------------- scoring on the whole test split
+
+#: Characters of the whole-test evaluation: 27 blocks of 2,048 (a multiple of every
+#: evaluation length up to 512, so every mode scores the same characters).
+EVAL_BLOCK = 2048
+
+
+@dataclass(frozen=True, eq=False)
+class ScoredText:
+    """The characters a grid scores: ``ids[start : start + count]``, each predicted from what precedes it in ``ids``.
+
+    ``ids`` is the validation text followed by the test text, so that a scored test
+    character near the start of the test split can still get its left context;
+    ``start`` is the position of the second test character (the first is only context,
+    as in a non-overlapping evaluation) and ``count`` a whole number of blocks of
+    ``block`` characters. :func:`scored_text` builds the grid's.
+    """
+
+    ids: torch.Tensor
+    start: int
+    count: int
+    block: int = EVAL_BLOCK
+
+    @property
+    def n_blocks(self) -> int:
+        return self.count // self.block
+
+    def blocks(self, bits: np.ndarray, every: int = 1) -> list[float]:
+        """Mean bits per block of ``bits`` (one value per scored character, or per ``every``-th)."""
+        per = self.block // every
+        return [float(v) for v in np.asarray(bits, dtype=np.float64).reshape(self.n_blocks, per).mean(1)]
+
+
+def scored_text(corpus: CharCorpus, *, block: int = EVAL_BLOCK) -> ScoredText:
+    """The whole test split as scored by the grid: every test character after the first, in whole blocks.
+
+    Example:
+        >>> s = scored_text(load_corpus())
+        >>> s.count, s.n_blocks
+        (55296, 27)
+    """
+    block = check_int("block", block)
+    val, test = corpus.split("val"), corpus.split("test")
+    count = (test.numel() - 1) // block * block
+    if not count:
+        raise ValueError(f"block must be at most the test text's length - 1 = {test.numel() - 1}, got {block}")
+    return ScoredText(torch.cat([val, test]), val.numel() + 1, count, block)
+
+
+@torch.no_grad()
+def char_bits(
+    model: nn.Module,
+    text: ScoredText,
+    length: int,
+    *,
+    mode: str = "nonoverlapping",
+    stride: int | None = None,
+    context: int | None = None,
+    every: int = 1,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> np.ndarray:
+    """Bits on every scored character of ``text`` (``np.float64``, one per character), with windows of ``length``.
+
+    Modes (each scores exactly the characters ``text.ids[start : start + count]``):
+
+    * ``"nonoverlapping"``: consecutive windows of ``length`` characters; the ``j``-th
+      character of a window (from 1) is predicted from the ``j`` characters before it in
+      the window, so the mean context is ``(length + 1) / 2``;
+    * ``"sliding"``: windows of ``length`` advancing by ``stride`` (default
+      ``length // 4``); each scores its last ``stride`` characters, every one with at
+      least ``length - stride + 1`` characters of context (reaching back into the
+      validation text at the start);
+    * ``"exact"``: every character predicted from exactly ``context`` characters (a window
+      of ``context`` inputs per character; ``length`` is ignored): the context-use curve.
+
+    ``every > 1`` scores every ``every``-th character only (``"exact"`` mode: a cheaper
+    curve on a fixed subset).
+
+    Example:
+        >>> s = scored_text(load_corpus())
+        >>> m = GridConfig(n_layers=1, d_model=16).model("alibi", 65)
+        >>> char_bits(m, s, 32, mode="exact", context=4, every=64).shape
+        (864,)
+    """
+    mode = check_choice("mode", mode, ("nonoverlapping", "sliding", "exact"))
+    if not isinstance(text, ScoredText):
+        raise TypeError(f"text must be a ScoredText (see scored_text), got {type(text).__name__}")
+    length = check_int("length", length)
+    every = check_int("every", every)
+    if text.block % every:
+        raise ValueError(f"every must divide the block size {text.block}, got {every}")
+    ids, s, n = text.ids, text.start, text.count
+    was_training = model.training
+    model.eval()
+    try:
+        if mode == "exact":
+            k = check_int("context", context)
+            if k > s:
+                raise ValueError(f"context must be at most {s} (the text before the first scored character), got {k}")
+            targets = torch.arange(s, s + n, every)
+            windows = ids[targets[:, None] - k + torch.arange(k + 1)]
+            return _bits(model, windows, batch_size, seed, last=1)
+        if mode == "nonoverlapping":
+            if n % length:
+                raise ValueError(f"length must divide the scored count {n}, got {length}")
+            windows = ids[s - 1 : s + n].unfold(0, length + 1, length)
+            return _bits(model, windows, batch_size, seed)[::every]
+        stride = max(1, length // 4) if stride is None else check_int("stride", stride)
+        if stride > length or n % stride:
+            raise ValueError(f"stride must be <= length={length} and divide the scored count {n}, got {stride}")
+        if s + stride - length - 1 < 0:
+            raise ValueError(f"length {length} needs more text before the first scored character")
+        ends = torch.arange(s + stride, s + n + 1, stride)  # each window's targets end just before `end`
+        windows = ids[ends[:, None] - length - 1 + torch.arange(length + 1)]
+        return _bits(model, windows, batch_size, seed, last=stride)[::every]
+    finally:
+        model.train(was_training)
+
+
+def _bits(model, windows, batch_size, seed, last=None) -> np.ndarray:
+    """Bits of each target of ``windows`` (``(w, n + 1)``: inputs then targets), the last ``last`` of each, flattened."""
+    losses = _window_losses(model, windows[:, :-1], windows[:, 1:], seed, batch_size)
+    if last is not None:
+        losses = losses[:, -last:]
+    return losses.reshape(-1).double().numpy() * LOG2E
+
+
+@torch.no_grad()
+def context_use(model: nn.Module, text: ScoredText, contexts, *, every: int = 4, batch_size: int = 256) -> dict[int, np.ndarray]:
+    """The context-use curve: bits per scored character when it is predicted from exactly ``k`` characters, per ``k``.
+
+    A model that uses ``c`` characters of context stops improving at ``k = c``; the
+    grid asks that the curve still falls between ``L / 2`` and ``L``.
+
+    Returns:
+        ``{k: bits}``, each an array over every ``every``-th scored character.
+    """
+    return {int(k): char_bits(model, text, 1, mode="exact", context=int(k), every=every, batch_size=batch_size)
+            for k in contexts}
+
+
+def ngram_bits(train_ids: torch.Tensor, text: ScoredText, order: int, *, discount: float = 0.75,
+               vocab_size: int | None = None) -> np.ndarray:
+    """Bits per scored character of an interpolated absolute-discount character count model seeing ``order`` characters.
+
+    The model (Ney, Essen and Kneser 1994): with ``c(h, x)`` the count in ``train_ids`` of
+    character ``x`` after the context ``h`` (the ``k`` characters before it), ``c(h)``
+    their sum and ``N(h)`` the number of distinct characters seen after ``h``,
+
+    ``p_k(x | h) = max(c(h, x) - D_k, 0) / c(h) + D_k N(h) / c(h) * p_{k-1}(x | h')``,
+
+    with ``h'`` the ``k - 1`` most recent characters of ``h``, ``p_k = p_{k-1}`` when
+    ``h`` was never seen, one ``discount`` ``D_k = D`` for every order (0.75, the common
+    choice; the review of issue 31 used it) and ``p_{-1}`` uniform: a normalised
+    distribution over the vocabulary for every ``order >= 0``.
+
+    Returns:
+        ``np.float64`` bits (``-log2 p``) for each scored character of ``text``.
+
+    Example:
+        >>> c = load_corpus()
+        >>> round(float(ngram_bits(c.split("train"), scored_text(c), 0).mean()), 2)   # unigram
+        4.85
+    """
+    order = check_int("order", order, minimum=0)
+    if isinstance(discount, bool) or not isinstance(discount, (int, float)) or not 0 < discount < 1:
+        raise ValueError(f"discount must be a number in (0, 1), got {discount!r}")
+    d = float(discount)
+    if not isinstance(text, ScoredText):
+        raise TypeError(f"text must be a ScoredText (see scored_text), got {type(text).__name__}")
+    if not isinstance(train_ids, torch.Tensor) or train_ids.ndim != 1 or train_ids.is_floating_point():
+        raise ValueError("train_ids must be a 1-D integer tensor of character ids")
+    v = int(max(train_ids.max(), text.ids.max())) + 1 if vocab_size is None else check_int("vocab_size", vocab_size)
+    if v ** (order + 1) >= 2**62:
+        raise ValueError(f"order {order} is too large for codes of vocabulary {v}")
+    tr = train_ids.numpy().astype(np.int64)
+    ev = text.ids.numpy().astype(np.int64)
+    targets = np.arange(text.start, text.start + text.count)
+    if order > text.start:
+        raise ValueError(f"order must be at most {text.start}, got {order}")
+    p = np.full(targets.size, 1.0 / v)
+    for k in range(order + 1):
+        # codes of the (k+1)-grams: context characters then the character
+        gram = np.zeros(tr.size - k, dtype=np.int64)
+        for j in range(k + 1):
+            gram = gram * v + tr[j : tr.size - k + j]
+        codes, counts = np.unique(gram, return_counts=True)
+        ctx_codes, ctx_first, ctx_distinct = np.unique(codes // v, return_index=True, return_counts=True)
+        ctx_total = np.add.reduceat(counts, ctx_first)
+        q = np.zeros(targets.size, dtype=np.int64)
+        for j in range(k + 1):
+            q = q * v + ev[targets - k + j]
+        hc = q // v
+        i = np.clip(np.searchsorted(codes, q), 0, codes.size - 1)
+        c_hx = np.where(codes[i] == q, counts[i], 0)
+        jh = np.clip(np.searchsorted(ctx_codes, hc), 0, ctx_codes.size - 1)
+        seen = ctx_codes[jh] == hc
+        c_h = np.where(seen, ctx_total[jh], 1)
+        n_h = np.where(seen, ctx_distinct[jh], 0)
+        p = np.where(seen, np.maximum(c_hx - d, 0) / c_h + d * n_h / c_h * p, p)
+    return -np.log2(p)
+
+
+@torch.no_grad()
+def copy_probe(
+    model: nn.Module,
+    ids: torch.Tensor,
+    distance: int,
+    *,
+    span: int = 8,
+    prefix: int = 8,
+    n_probes: int = 256,
+    seed: int = 0,
+) -> dict:
+    """The controlled copy probe: what a model gains on a span from having seen it ``distance`` characters earlier.
+
+    Each probe is a window of ``prefix + distance + span`` characters of ``ids`` (windows
+    at evenly spaced starts in the first half of ``ids``) whose last ``span`` characters
+    are replaced by the ``span`` characters at ``prefix`` (the first occurrence). The
+    control is the same window with the first occurrence replaced by other text (the
+    characters at the same place of a window from the second half of ``ids``); the
+    second occurrence and everything else are identical. The gain is the control's bits
+    minus the copy's on the second occurrence's characters after its first (which the
+    copy does not determine): positive when the model copies, about zero when it does
+    not, whatever the splice costs (both windows have the splice).
+
+    Returns:
+        ``{"gain": mean gain in bits per character, "gains": per-probe gains (list),
+        "copy": bits on the copy, "control": bits on the control, "length": window}``.
+
+    Example:
+        >>> c = load_corpus()
+        >>> m = GridConfig(n_layers=1, d_model=16).model("alibi", 65)
+        >>> out = copy_probe(m, c.split("test"), 16, n_probes=4)
+        >>> out["length"], len(out["gains"])
+        (32, 4)
+    """
+    distance = check_int("distance", distance)
+    span = check_int("span", span, minimum=2)
+    prefix = check_int("prefix", prefix, minimum=0)
+    n_probes = check_int("n_probes", n_probes)
+    if distance < span:
+        raise ValueError(f"distance must be >= span={span} (the copies must not overlap), got {distance}")
+    length = prefix + distance + span
+    half = ids.numel() // 2
+    _check_eval(model, ids[:half], length)
+    offsets = torch.arange(length)
+    starts = torch.linspace(0, half - length - 1, n_probes).long()
+    copy_w = ids[starts[:, None] + offsets].clone()
+    first = slice(prefix, prefix + span)
+    copy_w[:, length - span :] = copy_w[:, first]
+    control = copy_w.clone()
+    control[:, first] = ids[(starts + half)[:, None] + offsets][:, first]
+    was_training = model.training
+    model.eval()
+    try:
+        a = _window_losses(model, copy_w[:, :-1], copy_w[:, 1:], seed, 32)[:, length - span : length - 1]
+        b = _window_losses(model, control[:, :-1], control[:, 1:], seed, 32)[:, length - span : length - 1]
+    finally:
+        model.train(was_training)
+    gains = ((b - a).mean(1).double() * LOG2E).tolist()
+    return {"gain": float(np.mean(gains)), "gains": gains, "copy": float(a.mean()) * LOG2E,
+            "control": float(b.mean()) * LOG2E, "length": length}
+
+
+def grid_first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, lr: float,
+                      t5_max_distance: int | None = None, **unit) -> list[float]:
+    """The first ``n`` training losses (nats) of one trial of chapter 7's grid, as :func:`train_lm_pack` trains it.
+
+    ``config`` is the grid's :meth:`GridConfig.to_dict`; other unit keys are ignored.
+
+    Example:
+        >>> cfg = GridConfig(n_layers=1, d_model=16, eval_every=2, val_chars=64).to_dict()
+        >>> len(grid_first_losses(cfg, 0, 2, scheme="rope", lr=1e-3))
+        2
+    """
+    cfg = GridConfig.from_dict(config)
+    corpus = load_corpus()
+    _, infos = train_lm_pack(scheme, [seed], [lr], cfg, corpus.split("train"), corpus.split("val"),
+                             vocab_size=corpus.vocab_size, t5_max_distance=t5_max_distance,
+                             stop_after=check_int("n", n))
+    return infos[0]["train_loss"][:n]
+
+
+def bpc_intervals(rows: list[dict], key: str = "bpc", *, seed: int = 0) -> dict:
+    """One cell's bits per character over seeds, with a t interval over seeds and a bootstrap over blocks of text.
+
+    ``rows`` are the rows of one cell (one per seed), each with ``key`` and
+    ``block_<key>`` (the per-block means of :meth:`ScoredText.blocks`).
+
+    Returns:
+        ``{"mean", "n_seeds", "seeds": per-seed values, "t95": over seeds,
+        "bootstrap95": the 95 % interval of the mean over resampled blocks (the
+        per-block means averaged over seeds first), "n_blocks"}``.
+
+    Example:
+        >>> rows = [{"bpc": 2.0, "block_bpc": [1.9, 2.1]}, {"bpc": 2.2, "block_bpc": [2.1, 2.3]}]
+        >>> out = bpc_intervals(rows)
+        >>> round(out["mean"], 3), out["n_seeds"], out["n_blocks"]
+        (2.1, 2, 2)
+    """
+    vals = [r.get(key) for r in rows]
+    over_seeds = summarize(vals, interval="t95")
+    blocks = [r["block_" + key] for r in rows if r.get("block_" + key) is not None]
+    per_block = np.mean(np.asarray(blocks, dtype=np.float64), axis=0) if blocks else np.zeros(0)
+    boot = summarize(per_block, interval="bootstrap", seed=seed)
+    return {"mean": over_seeds.mean, "n_seeds": over_seeds.n, "seeds": vals, "t95": list(over_seeds.interval),
+            "bootstrap95": list(boot.interval), "n_blocks": int(per_block.size)}
+
+
+def paired_bpc(a_rows: list[dict], b_rows: list[dict], key: str = "bpc", *, seed: int = 0) -> dict:
+    """``a - b`` for two cells scored on the same characters: paired over seeds and over blocks of text.
+
+    Rows are matched by ``seed``; ``"seeds"`` is :func:`~posenc.book.results.paired_difference`
+    of the per-seed values (``a_lower`` counts the seeds where ``a`` is lower), ``"blocks"``
+    that of the per-block means averaged over the shared seeds. ``"indistinguishable"``
+    is true when either 95 % interval (t over seeds, bootstrap over blocks) contains 0.
+
+    Example:
+        >>> a = [{"seed": s, "bpc": 2.0 + s / 10, "block_bpc": [1.9 + s / 10, 2.1 + s / 10]} for s in (0, 1, 2)]
+        >>> b = [{**r, "bpc": r["bpc"] + 0.1, "block_bpc": [v + 0.1 for v in r["block_bpc"]]} for r in a]
+        >>> d = paired_bpc(a, b)
+        >>> round(d["seeds"]["mean"], 3), d["seeds"]["a_lower"], d["indistinguishable"]
+        (-0.1, 3, False)
+    """
+    a_by = {r["seed"]: r for r in a_rows}
+    b_by = {r["seed"]: r for r in b_rows}
+    shared = sorted(set(a_by) & set(b_by))
+    if not shared:
+        raise ValueError("a_rows and b_rows must share at least one seed")
+    over_seeds = paired_difference([a_by[s].get(key) for s in shared], [b_by[s].get(key) for s in shared], seed=seed)
+    blk = "block_" + key
+    if all(a_by[s].get(blk) is not None and b_by[s].get(blk) is not None for s in shared):
+        a_blocks = np.mean([a_by[s][blk] for s in shared], axis=0)
+        b_blocks = np.mean([b_by[s][blk] for s in shared], axis=0)
+        over_blocks = paired_difference(a_blocks, b_blocks, seed=seed)
+    else:
+        over_blocks = None
+
+    def crosses(interval) -> bool:
+        lo, hi = interval
+        return not (math.isfinite(lo) and math.isfinite(hi)) or lo <= 0 <= hi
+
+    undecided = crosses(over_seeds["t95"]) or (over_blocks is not None and crosses(over_blocks["bootstrap"]))
+    return {"seeds": over_seeds, "blocks": over_blocks, "shared_seeds": shared, "indistinguishable": undecided}

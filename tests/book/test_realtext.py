@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from posenc.book import realtext as rt
 
@@ -184,3 +187,222 @@ def test_summaries_over_seeds_leave_out_missing_values():
     assert rt.bpc_summary({"rows": rows}, extension="pi", finetune_len=256)[("rope", 128, "sliding")][0] == 2.5
     with pytest.raises(ValueError, match="saved"):
         rt.bpc_summary([])
+
+
+# --------------------------------------------------------------------------- the grid of issue 31
+
+GRID_TINY = rt.GridConfig(d_model=16, n_layers=1, max_steps=6, eval_every=2, warmup=2, val_chars=128)
+
+
+@pytest.fixture(scope="module")
+def scored(corpus):
+    return rt.scored_text(corpus)
+
+
+def test_scored_text_is_the_whole_test_split_in_blocks(corpus, scored):
+    val, test = corpus.split("val"), corpus.split("test")
+    assert scored.count == 27 * 2048 and scored.count <= test.numel() - 1
+    assert scored.start == val.numel() + 1
+    assert torch.equal(scored.ids[scored.start - 1 : scored.start + 5], test[:6])
+    assert scored.blocks(np.arange(scored.count) % 2, 1) == [0.5] * 27
+
+
+class _Bigram(nn.Module):
+    """Logits from the current character only: it uses one character of context."""
+
+    def __init__(self, table):
+        super().__init__()
+        self.table = table
+
+    def forward(self, x):
+        return self.table[x]
+
+
+class _Copier(nn.Module):
+    """Puts its weight on the character that followed ``distance - 1`` characters back: a model that copies."""
+
+    def __init__(self, distance, vocab=65):
+        super().__init__()
+        self.distance, self.vocab = distance, vocab
+
+    def forward(self, x):
+        logits = torch.zeros(*x.shape, self.vocab)
+        d = self.distance
+        logits[:, d - 1 :] += 5.0 * nn.functional.one_hot(x[:, : x.shape[1] - d + 1], self.vocab)
+        return logits
+
+
+def test_char_bits_modes_score_the_same_characters_as_evaluate_bpc(corpus, scored):
+    torch.manual_seed(0)
+    model = GRID_TINY.model("alibi", 65)
+    n = 64
+    text = rt.ScoredText(scored.ids, scored.start, 4 * 512, 512)
+    ids = text.ids[text.start - 1 : text.start + text.count]
+    a = rt.char_bits(model, text, n)
+    assert a.shape == (text.count,)
+    assert a.mean() == pytest.approx(rt.evaluate_bpc(model, ids, n), abs=1e-5)
+    b = rt.char_bits(model, text, n, mode="sliding")
+    with_ctx = text.ids[text.start - 1 - (n - n // 4) : text.start + text.count]
+    assert b.mean() == pytest.approx(rt.evaluate_bpc(model, with_ctx, n, mode="sliding"), abs=1e-5)
+    # exact context: the last prediction of a window of k inputs, character by character
+    k = 5
+    c = rt.char_bits(model, text, 1, mode="exact", context=k, every=256)
+    t = text.start + 256
+    window = text.ids[t - k : t + 1]
+    logits = model(window[None, :-1])
+    manual = nn.functional.cross_entropy(logits[0, -1:], window[-1:]).item() * rt.LOG2E
+    assert c[1] == pytest.approx(manual, abs=1e-5)
+    with pytest.raises(ValueError, match="every"):
+        rt.char_bits(model, text, n, every=3)
+    with pytest.raises(ValueError, match="length"):
+        rt.char_bits(model, text, 48)
+    with pytest.raises(TypeError, match="text"):
+        rt.char_bits(model, ids, n)
+
+
+def test_context_use_of_a_bigram_model_is_flat_after_one_character(scored):
+    torch.manual_seed(0)
+    model = _Bigram(torch.randn(65, 65))
+    curve = rt.context_use(model, rt.ScoredText(scored.ids, scored.start, 2048, 2048), (1, 2, 8), every=16)
+    assert curve[1].shape == (128,)
+    np.testing.assert_allclose(curve[1], curve[8], atol=1e-6)
+
+
+def test_ngram_floor_is_a_distribution_and_matches_the_review(corpus, scored):
+    train = corpus.split("train")
+    # a normalised distribution: summed over every next character, probability one
+    ctx = scored.ids[scored.start - 4 : scored.start]
+    total = 0.0
+    for c in range(65):
+        text = rt.ScoredText(torch.cat([ctx, torch.tensor([c])]), 4, 1, 1)
+        total += 2.0 ** -float(rt.ngram_bits(train, text, 3, vocab_size=65)[0])
+    assert total == pytest.approx(1.0, abs=1e-9)
+    # the review's numbers on the whole test split (3 characters 2.71, 4 characters 2.59) and on its passage
+    assert rt.ngram_bits(train, scored, 3).mean() == pytest.approx(2.71, abs=0.01)
+    assert rt.ngram_bits(train, scored, 4).mean() == pytest.approx(2.59, abs=0.01)
+    passage = rt.ScoredText(scored.ids, scored.start, 4096, 4096)
+    assert rt.ngram_bits(train, passage, 3).mean() == pytest.approx(2.339, abs=0.002)
+    with pytest.raises(ValueError, match="discount"):
+        rt.ngram_bits(train, passage, 1, discount=1.5)
+    with pytest.raises(ValueError, match="order"):
+        rt.ngram_bits(train, passage, -1)
+
+
+def test_copy_probe_sees_copying_and_not_the_splice(corpus):
+    test = corpus.split("test")
+    torch.manual_seed(0)
+    flat = rt.copy_probe(_Bigram(torch.randn(65, 65)), test, 16, n_probes=16)
+    assert flat["gain"] == pytest.approx(0.0, abs=1e-6)  # the splice is in both windows
+    assert flat["length"] == 32 and len(flat["gains"]) == 16
+    copier = rt.copy_probe(_Copier(16), test, 16, n_probes=16)
+    assert copier["gain"] > 1.0 and min(copier["gains"]) > 0
+    with pytest.raises(ValueError, match="distance"):
+        rt.copy_probe(_Copier(16), test, 4)
+
+
+def test_repeat_spans_copy_a_span_inside_the_window():
+    x = torch.arange(1, 33).repeat(4, 1)
+    y = x + 1
+    x2, y2 = rt.repeat_spans(x, y, 1.0, 8, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(x2[:, 1:], y2[:, :-1])
+    full = torch.cat([x2, y2[:, -1:]], 1)
+    for row in full:
+        # some span of 8 appears twice, at least 8 apart
+        spans = {tuple(row[i : i + 8].tolist()): i for i in range(len(row) - 7)}
+        assert len(spans) < len(row) - 7
+    x3, _ = rt.repeat_spans(x, y, 0.0, 8, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(x3, x)
+
+
+def test_train_lm_pack_stops_by_its_rule_and_a_trial_does_not_depend_on_its_pack(corpus):
+    train, val = corpus.split("train"), corpus.split("val")
+    _, alone = rt.train_lm_pack("rope", [0], [2e-3], GRID_TINY, train, val)
+    _, pack = rt.train_lm_pack("rope", [0, 1], [2e-3, 1e-3], GRID_TINY, train, val)
+    assert alone[0]["history"] == pack[0]["history"] and alone[0]["train_loss"] == pack[0]["train_loss"]
+    assert [h[0] for h in alone[0]["history"]] == [2, 4, 6] and alone[0]["stop"] == "budget"
+    strict = replace(GRID_TINY, min_delta=10.0, patience=1)  # no evaluation improves by 10 bits
+    _, stopped = rt.train_lm_pack("t5", [0], [2e-3], strict, train, val, t5_max_distance=32)
+    assert stopped[0]["stop"] == "patience" and stopped[0]["stop_step"] == 4 and stopped[0]["best_step"] == 2
+    assert stopped[0]["steps_run"] == 4  # the pack ended when every trial had stopped
+    assert rt.grid_first_losses(GRID_TINY.to_dict(), 0, 3, scheme="rope", lr=2e-3) == alone[0]["train_loss"][:3]
+    with pytest.raises(ValueError, match="lrs"):
+        rt.train_lm_pack("rope", [0, 1], [2e-3], GRID_TINY, train, val)
+    with pytest.raises(ValueError, match="t5_max_distance"):
+        rt.variant_name("rope", 32)
+
+
+def test_intervals_and_paired_differences_over_seeds_and_blocks():
+    rng = np.random.default_rng(0)
+    blocks = rng.normal(2.5, 0.2, 27)
+    a = [{"seed": s, "bpc": float(np.mean(blocks + 0.01 * s)), "block_bpc": list(blocks + 0.01 * s)} for s in range(3)]
+    b = [{**r, "bpc": r["bpc"] + 0.05, "block_bpc": [v + 0.05 for v in r["block_bpc"]]} for r in a]
+    cell = rt.bpc_intervals(a)
+    assert cell["n_seeds"] == 3 and cell["n_blocks"] == 27
+    assert cell["t95"][0] < cell["mean"] < cell["t95"][1]
+    assert cell["bootstrap95"][0] < cell["mean"] < cell["bootstrap95"][1]
+    d = rt.paired_bpc(a, b)
+    assert d["seeds"]["a_lower"] == 3 and d["seeds"]["mean"] == pytest.approx(-0.05)
+    assert not d["indistinguishable"]
+    noisy = [{**r, "bpc": r["bpc"] + (0.05 if r["seed"] else -0.05)} for r in a]
+    assert rt.paired_bpc(a, noisy, key="bpc")["indistinguishable"]
+    with pytest.raises(ValueError, match="share"):
+        rt.paired_bpc(a, [{**b[0], "seed": 9}])
+
+
+def _grid_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "ch7_grid.py"
+    spec = importlib.util.spec_from_file_location("ch7_grid_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_grid_script_writes_rows_and_resumes(tmp_path, monkeypatch):
+    grid = _grid_module()
+    monkeypatch.setattr(grid, "CONFIG", grid.QUICK)
+    monkeypatch.setattr(grid, "SEEDS", (0,))
+    monkeypatch.setattr(grid, "FACTORS", (1, 2))
+    monkeypatch.setattr(grid, "CONTEXTS", (1, 2))
+    monkeypatch.setattr(grid, "PROBE_DISTANCES", (16, 48))
+    monkeypatch.setattr(grid, "PROBE", {"span": 8, "prefix": 8, "n_probes": 4})
+    plan = [("baselines",), ("tune", "t5-32"), ("main", "t5-32")]
+    exp = grid.Experiment("ch7_test", tmp_path / "grid.json", grid.run_unit, plan, protocol=grid.PROTOCOL,
+                          setup=grid.setup)
+    assert exp.main(["--quiet", "--max-minutes", "0.0001"]) == 0   # stops after the first unit
+    from posenc.book.results import read_results
+
+    saved = read_results(tmp_path / "grid.json")
+    assert [u["key"] for u in saved["units"]] == ["baselines"]
+    floor = {(r["context"], r["eval_set"]): r["bpc"] for r in saved["baselines"]}
+    assert floor[(3, "all")] == pytest.approx(2.71, abs=0.01) and len(saved["baselines"][0]["block_bpc"]) == 27
+    assert saved["provenance"]["commit"] and saved["protocol"] == grid.PROTOCOL
+    assert exp.main(["--quiet"]) == 0                                # resumes: the other two units
+    saved = read_results(tmp_path / "grid.json")
+    assert [u["key"] for u in saved["units"]] == ["baselines", "tune:t5-32", "main:t5-32"]
+    assert len(saved["baselines"]) == 12 and len(saved["tune"]) == 3
+    row = saved["rows"][0]
+    assert {"scheme", "seed", "train_len", "eval_len", "mode", "bpc", "eval_chars", "t5_max_distance",
+            "block_bpc"} <= set(row) and row["t5_max_distance"] == 32
+    assert {r["context"] for r in saved["context_use"]} == {1, 2}
+    assert {r["condition"] for r in saved["copy_probe"]} == {"text"}
+    assert grid.chosen_lr(saved, "t5-32") == saved["rows"][0]["lr"]
+    assert exp.main(["--quiet"]) == 0                                # nothing left: nothing rerun
+    assert len(read_results(tmp_path / "grid.json")["units"]) == 3
+
+
+def test_lr_rule_prefers_the_smaller_rate_within_the_tie():
+    grid = _grid_module()
+    saved = {"tune": [{"variant": "rope", "lr": 1e-3, "best_val_bpc": 2.403},
+                      {"variant": "rope", "lr": 2e-3, "best_val_bpc": 2.400},
+                      {"variant": "rope", "lr": 4e-3, "best_val_bpc": 2.300}]}
+    assert grid.chosen_lr(saved, "rope") == 4e-3
+    saved["tune"][2]["best_val_bpc"] = 2.41
+    assert grid.chosen_lr(saved, "rope") == 1e-3
+    assert grid.chosen_lr(saved, "alibi") is None
+    saved["tune"].append({"variant": "rope", "lr": 8e-3, "best_val_bpc": None, "stop": "diverged"})
+    assert grid.chosen_lr(saved, "rope") == 1e-3  # a diverged rate is never chosen
+    units = grid.plan(saved)
+    assert units[:3] == [("baselines",), ("tune", "rope"), ("main", "rope")] and ("ext", 0) in units
