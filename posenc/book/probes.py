@@ -708,15 +708,17 @@ QK_NORM_ORDERS = ("before", "after")
 
 
 def qk_norm_shift_gap(
-    order: str, *, tied: bool = False, head_dim: int = 64, n: int = 16, shift: int = 1000,
-    base: float = 10000.0, seed: int = 0,
+    order: str, *, tied: bool = False, weighted: bool = True, head_dim: int = 64, n: int = 16,
+    shift: int = 1000, base: float = 10000.0, seed: int = 0,
 ) -> float:
     """How far QK-norm placed ``order`` RoPE keeps the scores a function of the offset only.
 
     Queries and keys (``n`` standard-normal vectors of width ``head_dim``) go through an
     RMSNorm with a per-channel weight ``g`` (entries ``1 + 0.5 z``, ``z`` standard normal;
     with ``tied=True`` equal within each rotated pair ``(j, j + head_dim/2)`` of the half
-    layout) either ``"before"`` the rotation (Qwen3, OLMo 2, Gemma 3) or ``"after"`` it.
+    layout; with ``weighted=False`` no weight at all, ``g = 1``, as Llama 4's QK-norm, and
+    ``tied`` is moot) either ``"before"`` the rotation (Qwen3, OLMo 2, Gemma 3) or
+    ``"after"`` it (Llama 4).
     The scores ``q_m . k_n`` at positions ``0..n-1`` are compared with those at positions
     ``shift..shift+n-1``. Returns the largest change relative to the largest score:
     float64 rounding when the scores depend on ``m - n`` only, order 1 when they do not.
@@ -730,12 +732,16 @@ def qk_norm_shift_gap(
         True
         >>> qk_norm_shift_gap("after") > 0.01
         True
+        >>> qk_norm_shift_gap("after", weighted=False) < 1e-12
+        True
     """
     from ..rope import RotaryEmbedding
 
     order = check_choice("order", order, QK_NORM_ORDERS)
     if not isinstance(tied, bool):
         raise TypeError(f"tied must be True or False, got {tied!r}")
+    if not isinstance(weighted, bool):
+        raise TypeError(f"weighted must be True or False, got {weighted!r}")
     head_dim = check_int("head_dim", head_dim, minimum=2)
     if head_dim % 2:
         raise ValueError(f"head_dim must be even, got {head_dim}")
@@ -749,6 +755,8 @@ def qk_norm_shift_gap(
     g = 1 + 0.5 * torch.randn(head_dim, generator=gen, dtype=f64)
     if tied:
         g = g[: head_dim // 2].repeat(2)
+    if not weighted:
+        g = torch.ones_like(g)
     rope = RotaryEmbedding(head_dim, base=base, layout="half")
 
     def norm(x: torch.Tensor) -> torch.Tensor:

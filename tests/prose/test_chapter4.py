@@ -352,7 +352,7 @@ def test_released_models_table_agrees_with_the_config_inspector():
     import json
     import pathlib
 
-    from posenc.book.released import released_rope_rows
+    from posenc.book.released import released_configs, released_rope_rows
 
     nb = json.loads((pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "04_rotations.ipynb").read_text())
     table = next("".join(c["source"]) for c in nb["cells"] if "(sec-rotations-released)=" in "".join(c["source"]))
@@ -376,8 +376,32 @@ def test_released_models_table_agrees_with_the_config_inspector():
     assert (llama["scaling"], llama["trained_length"], llama["base"]) == ("llama3 x8", 8192, 500000.0)
     g4 = rows["Gemma 4", "full_attention"]
     assert "first quarter of the pairs" in line["Gemma 4"] and g4["rotated_pairs"] * 4 == g4["head_dim"] // 2
-    assert "every fourth layer" in line["SmolLM3"] and "every fourth layer" in line["Llama 4"]
-    assert rows["SmolLM3", "full_attention"]["nope"] == "9 of 36" and rows["Llama 4", "chunked_attention"]["nope"] == "12 of 48"
+    llama4 = line["Llama 4 Scout, Maverick"]
+    scout, maverick = rows["Llama 4 Scout", "chunked_attention"], rows["Llama 4 Maverick", "chunked_attention"]
+    assert "every fourth layer" in line["SmolLM3"] and "every fourth layer" in llama4
+    assert rows["SmolLM3", "full_attention"]["nope"] == "9 of 36"
+    assert scout["nope"] == maverick["nope"] == "12 of 48" and scout["layout"] == maverick["layout"] == "interleaved"
+    assert "base 500,000" in llama4 and scout["base"] == maverick["base"] == 500000.0
+    assert "`llama3` rule: factor 16, low 1, high 1, $L$ = 8,192" in llama4 and "meta2025llama4code" in llama4
+    assert (scout["scaling"], scout["trained_length"]) == ("llama3 x16", 8192)
+    scout_rule = released_configs()["Llama 4 Scout"].rope_parameters
+    assert scout_rule["low_freq_factor"] == scout_rule["high_freq_factor"] == 1.0
+    assert "Maverick ships no scaling" in llama4 and maverick["scaling"] == "none"
+
+
+def test_llama4_scout_step_rule_in_transformers():
+    """sec-rotations-released: with low = high = 1 Scout's llama3 rule is a step (Meta's apply_scaling): pairs
+    with wavelength below 8,192 keep their frequency, the others turn 16 times slower; transformers 5.23 warns
+    about low = high yet computes the same frequencies (to float32 rounding)."""
+    from transformers.models.llama4.modeling_llama4 import Llama4TextRotaryEmbedding
+
+    from posenc.book.released import released_configs
+
+    plain = 5e5 ** (-torch.arange(0, 128, 2, dtype=torch.float64) / 128)
+    meta = torch.where(2 * math.pi / plain < 8192, plain, plain / 16)
+    hf = Llama4TextRotaryEmbedding(released_configs()["Llama 4 Scout"]).inv_freq.double()
+    assert ((hf - meta).abs() / meta).max() < 2e-7
+    assert int((meta == plain).sum()) == 35 and int((meta == plain / 16).sum()) == 29
 
 
 def test_additive_head_depends_on_the_ratio_of_encoding_to_content():
@@ -469,3 +493,14 @@ def test_qk_norm_before_rope_keeps_scores_relative():
         probes.qk_norm_shift_gap("before", head_dim=7)
     with pytest.raises(TypeError, match="tied"):
         probes.qk_norm_shift_gap("before", tied=1)
+
+
+def test_llama4_weightless_qk_norm_after_rope_keeps_scores_relative():
+    """sec-rotations-qk-norm: Llama 4 normalises after the rotation with no weight (Meta's model.py,
+    rmsnorm(xq, eps)); the RMS factor commutes with the rotation, so the scores stay a function of m - n."""
+    for seed in (0, 1, 2):
+        for order in ("after", "before"):
+            assert probes.qk_norm_shift_gap(order, weighted=False, seed=seed) < 1e-12
+    assert probes.qk_norm_shift_gap("after", weighted=False, tied=True) < 1e-12  # tied is moot without a weight
+    with pytest.raises(TypeError, match="weighted"):
+        probes.qk_norm_shift_gap("after", weighted=0)
