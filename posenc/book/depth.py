@@ -195,7 +195,7 @@ def layer_probe(model: DepthNet, *, sequences: int = 1024, seed: int = 0, ridge:
 
     Example:
         >>> net = DepthNet(8, 6, d_model=16, n_heads=2, n_layers=1)
-        >>> layer_probe(net, sequences=64)["probe"][0]   # the input: token + PE, untrained
+        >>> layer_probe(net, sequences=256)["probe"][0]   # the input: token + PE, untrained
         1.0
     """
     model = check_module("model", model)

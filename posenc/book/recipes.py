@@ -71,8 +71,19 @@ def extend_learned_table(model: PositionalTransformer, new_len: int, init: str =
 # ------------------------------------------------------------------ a RoPE base for a target length
 
 
-def _mean_cos_nonneg(base: float, length: int, head_dim: int, chunk: int = 1 << 16) -> bool:
-    """Whether the mean over the pairs of cos(r w_i) is >= 0 for every r = 0 .. length."""
+def mean_cosine_nonnegative(base: float, length: int, head_dim: int = 128, *, chunk: int = 1 << 16) -> bool:
+    """Men et al.'s condition: the mean over the pairs of ``cos(r w_i)`` is >= 0 for every ``r = 0 .. length``.
+
+    Evaluated in float64, ``chunk`` distances at a time (stops at the first negative mean).
+
+    Example:
+        >>> mean_cosine_nonnegative(10_000.0, 1000), mean_cosine_nonnegative(10_000.0, 2000)
+        (True, False)
+    """
+    base = check_real("base", base, low=1.0, low_open=True)
+    length = check_int("length", length, minimum=0)
+    head_dim = check_int("head_dim", head_dim, minimum=2)
+    chunk = check_int("chunk", chunk)
     w = rotary_frequencies(head_dim, base=base)
     for start in range(0, length + 1, chunk):
         r = np.arange(start, min(length + 1, start + chunk), dtype=np.float64)
@@ -120,11 +131,11 @@ def base_for_length(length: int, *, head_dim: int = 128, criterion: str = "wavel
         raise ValueError("grid must be increasing bases > 1")
     if criterion == "decay_first":
         for b in grid:  # from the bottom up, stop at the first pass
-            if _mean_cos_nonneg(float(b), length, head_dim):
+            if mean_cosine_nonnegative(float(b), length, head_dim):
                 return float(b)
         return math.inf
     for k in range(len(grid) - 1, -1, -1):  # from the top down, stop at the first failure
-        if not _mean_cos_nonneg(float(grid[k]), length, head_dim):
+        if not mean_cosine_nonnegative(float(grid[k]), length, head_dim):
             return float(grid[k + 1]) if k + 1 < len(grid) else math.inf
     return float(grid[0])
 
@@ -167,7 +178,7 @@ def scalar_previous_token_bound(n: int, slopes: np.ndarray | None = None) -> flo
         The mean over queries ``p = 1 .. n - 1`` of the largest weight on key ``p - 1``.
 
     Example:
-        >>> round(scalar_previous_token_bound(512), 3)   # 1/4: exp(-t) = 1/2
+        >>> round(scalar_previous_token_bound(512), 2)   # 1/4 for long prefixes: exp(-t) = 1/2
         0.25
     """
     n = check_int("n", n, minimum=2)

@@ -97,3 +97,40 @@ def test_reading_time_as_stated(notebook, core, optional, exercises, words, code
     assert abs(t["core"]["words"] - words) <= 150 and abs(t["core"]["code_lines"] - code_lines) <= 10
     for part, minutes in (("core", core), ("optional", optional), ("exercises", exercises)):
         assert abs(t[part]["minutes"] - minutes) <= 5, part
+
+
+# --- positions through depth and normalisation (sec-motivation-depth, sec-motivation-norm)
+
+
+def _depth_rows():
+    from posenc.book.results import read_results
+
+    return read_results("position_depth.json")["rows"]
+
+
+def test_position_survives_depth_only_with_residual_connections():
+    rows = _depth_rows()
+    trained = {(r["residual"], r["seed"]): r for r in rows if r["role"] == "trained"}
+    assert len(trained) == 6
+    for seed in (0, 1, 2):
+        res, plain = trained[(True, seed)], trained[(False, seed)]
+        assert res["task_accuracy"] > 0.98 and plain["task_accuracy"] < 0.5
+        assert res["probe"][0] == plain["probe"][0] == 1.0
+        assert min(res["probe"][1:]) > 0.7  # every block, every seed
+        assert max(plain["probe"][1:]) < 0.15  # chance is 0.1
+    init_plain = [r for r in rows if r["role"] == "init" and not r["residual"]]
+    assert max(max(r["probe"][1:]) for r in init_plain) < 0.15
+
+
+def test_layernorm_removes_part_of_the_sinusoidal_encoding_and_rmsnorm_does_not():
+    from posenc.book.depth import norm_share
+
+    pe = torch.from_numpy(posenc.sinusoidal_encoding(512, 512))
+    assert torch.allclose(pe.norm(dim=1), torch.full((512,), 16.0, dtype=torch.float64))
+    assert pe[0].mean().item() == pytest.approx(0.5)
+    tokens = torch.randn(512, 512, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    none, rms, layer = (norm_share(tokens, pe, n) for n in ("none", "rms", "layer"))
+    assert none == pytest.approx(rms, rel=1e-12) and none == pytest.approx(1 / 3, abs=0.005)
+    assert layer == pytest.approx(0.30, abs=0.005)
+    mean = pe.mean(dim=1)
+    assert (512 * mean**2 / 256).mean().item() == pytest.approx(0.149, abs=0.002)
