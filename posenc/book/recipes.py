@@ -103,12 +103,13 @@ def base_for_length(length: int, *, head_dim: int = 128, criterion: str = "wavel
             ``"wavelength"``: the slowest pair completes at most one turn over the
             context, ``2 pi base**((d - 2) / d) >= length``, in closed form;
             ``"decay"``: Men et al.'s condition, the mean of ``cos(r w_i)`` over the pairs
-            nonnegative for every distance ``r <= length``, required of the base *and of
-            every larger base on the grid*; the answer is the grid point above the largest
-            grid base that fails; ``"decay_first"``: the smallest grid base that passes,
-            monotone in the length but not a safe choice of base. The plain "smallest base that passes" is not a safe
-            choice: a larger base can fail again, because the first negative mean is a dip
-            of one or two positions whose place jumps as the base moves.
+            nonnegative for every distance ``r <= length``
+            (:func:`mean_cosine_nonnegative`), required of the base *and of every larger
+            base on the grid*; the answer is the grid point above the largest grid base
+            that fails. ``"decay_first"``: the smallest grid base that passes; monotone in
+            the length, but not a safe choice of base: a larger base can fail again,
+            because the first negative mean is a dip of a few positions whose place jumps
+            as the base moves.
         grid: the bases searched by ``"decay"`` (default ``10**np.arange(3, 11.01, 0.05)``);
             increasing.
 
@@ -172,7 +173,8 @@ def scalar_previous_token_bound(n: int, slopes: np.ndarray | None = None) -> flo
     A one-number code ``c(p)`` (``p``, ``p / n`` or ``p / L_max``) gives a dot-product score
     ``a c(p) c(j) + b c(p) + e c(j) + f``; for a fixed query ``p`` it is linear in ``c(j)``,
     so the weights over the keys ``0 .. p`` are ``exp(t j)`` for one slope ``t``. The best
-    ``t`` per query is found on ``slopes`` (default: 2,001 values in [-20, 20]).
+    ``t`` per query is found on ``slopes`` (default: 401 values in [-10, 10]; the optimum
+    for long prefixes is ``t = ln 2``).
 
     Returns:
         The mean over queries ``p = 1 .. n - 1`` of the largest weight on key ``p - 1``.
@@ -182,7 +184,7 @@ def scalar_previous_token_bound(n: int, slopes: np.ndarray | None = None) -> flo
         0.25
     """
     n = check_int("n", n, minimum=2)
-    slopes = np.linspace(-20, 20, 2001) if slopes is None else as_finite_array("slopes", slopes, ndim=1)
+    slopes = np.linspace(-10, 10, 401) if slopes is None else as_finite_array("slopes", slopes, ndim=1)
     best = []
     for p in range(1, n):
         j = np.arange(p + 1)

@@ -134,3 +134,24 @@ def test_layernorm_removes_part_of_the_sinusoidal_encoding_and_rmsnorm_does_not(
     assert layer == pytest.approx(0.30, abs=0.005)
     mean = pe.mean(dim=1)
     assert (512 * mean**2 / 256).mean().item() == pytest.approx(0.149, abs=0.002)
+
+
+# --- a learned table past its length (sec-motivation-past-table)
+
+
+def test_learned_table_past_its_length_sliding_wins_at_a_small_fine_tuning_budget():
+    from posenc.book.results import read_results
+
+    saved = read_results("learned_table.json")
+    seeds = sorted({r["seed"] for r in saved["rows"]})
+    assert seeds and seeds[0] == 0
+    for seed in seeds:
+        bpc = {r["method"]: r["bpc"] for r in saved["rows"] if r["seed"] == seed}
+        assert bpc["slide"] < bpc["truncate"] and bpc["more training, slide"] < bpc["more training, truncate"]
+        assert bpc["more training, slide"] < bpc["slide"]
+        for init in ("tile", "interpolate"):
+            assert bpc[f"extend ({init}), fine-tuned"] < bpc[f"extend ({init}), zero-shot"]
+            assert bpc[f"extend ({init}), fine-tuned"] > bpc["truncate"]  # "still worse than truncating"
+        assert bpc["extend (tile), zero-shot"] == max(bpc.values())
+    for run in saved["runs"]:  # "the best checkpoint was the last"
+        assert run["fine_tune"]["tile"]["best_step"] == run["fine_tune"]["interpolate"]["best_step"] == 200

@@ -279,3 +279,15 @@ def test_rope_base_answers_are_monotone_and_the_8k_answer_is_checked():
     r8 = next(r for r in rows if r["length"] == 8192)
     assert mean_cosine_nonnegative(r8["decay"], 8192, 128)
     assert not mean_cosine_nonnegative(r8["decay"] / 10**0.05, 8192, 128)
+
+
+def test_rope_base_answers_read_against_released_models():
+    from posenc.book.results import read_results
+
+    rows = {r["length"]: r for r in read_results("rope_base_bound.json")["rows"] if r["kind"] == "target"}
+    # Llama 3's 500,000 is above the 8k answer and below the 32k one; Code Llama's 1e6 lies between them
+    assert rows[8192]["decay"] < 500_000 < rows[32768]["decay"]
+    assert rows[8192]["decay"] < 1_000_000 < rows[32768]["decay"]
+    assert rows[32768]["decay_first"] < rows[32768]["decay"]  # the gap the prose points at
+    # the answers grow faster than the length
+    assert rows[32768]["decay"] / rows[8192]["decay"] > 4 and rows[131072]["decay"] / rows[32768]["decay"] > 4
