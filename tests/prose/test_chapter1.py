@@ -84,9 +84,9 @@ def test_the_two_entry_points_of_the_positional_signal():
 @pytest.mark.parametrize(
     "notebook, core, optional, exercises, words, code_lines",
     [  # as stated under "Reading time" in each chapter's introduction
-        ("01_motivation", 25, 0, 10, 2000, 110),
-        ("02_sinusoidal", 50, 25, 10, 4200, 210),
-        ("03_periodicity", 40, 20, 15, 3500, 170),
+        ("01_motivation", 45, 0, 10, 3500, 190),
+        ("02_sinusoidal", 60, 25, 10, 4700, 240),
+        ("03_periodicity", 50, 20, 15, 4200, 210),
     ],
 )
 def test_reading_time_as_stated(notebook, core, optional, exercises, words, code_lines):
