@@ -84,9 +84,9 @@ def test_the_two_entry_points_of_the_positional_signal():
 @pytest.mark.parametrize(
     "notebook, core, optional, exercises, words, code_lines",
     [  # as stated under "Reading time" in each chapter's introduction
-        ("01_motivation", 25, 0, 10, 2000, 110),
-        ("02_sinusoidal", 50, 25, 10, 4200, 210),
-        ("03_periodicity", 40, 20, 15, 3500, 170),
+        ("01_motivation", 45, 0, 10, 3500, 190),
+        ("02_sinusoidal", 60, 25, 10, 4700, 240),
+        ("03_periodicity", 50, 20, 15, 4200, 210),
     ],
 )
 def test_reading_time_as_stated(notebook, core, optional, exercises, words, code_lines):
@@ -97,3 +97,61 @@ def test_reading_time_as_stated(notebook, core, optional, exercises, words, code
     assert abs(t["core"]["words"] - words) <= 150 and abs(t["core"]["code_lines"] - code_lines) <= 10
     for part, minutes in (("core", core), ("optional", optional), ("exercises", exercises)):
         assert abs(t[part]["minutes"] - minutes) <= 5, part
+
+
+# --- positions through depth and normalisation (sec-motivation-depth, sec-motivation-norm)
+
+
+def _depth_rows():
+    from posenc.book.results import read_results
+
+    return read_results("position_depth.json")["rows"]
+
+
+def test_position_survives_depth_only_with_residual_connections():
+    rows = _depth_rows()
+    trained = {(r["residual"], r["seed"]): r for r in rows if r["role"] == "trained"}
+    assert len(trained) == 6
+    for seed in (0, 1, 2):
+        res, plain = trained[(True, seed)], trained[(False, seed)]
+        assert res["task_accuracy"] > 0.98 and plain["task_accuracy"] < 0.5
+        assert res["probe"][0] == plain["probe"][0] == 1.0
+        assert min(res["probe"][1:]) > 0.7  # every block, every seed
+        assert max(plain["probe"][1:]) < 0.15  # chance is 0.1
+    init_plain = [r for r in rows if r["role"] == "init" and not r["residual"]]
+    assert max(max(r["probe"][1:]) for r in init_plain) < 0.15
+
+
+def test_layernorm_removes_part_of_the_sinusoidal_encoding_and_rmsnorm_does_not():
+    from posenc.book.depth import norm_share
+
+    pe = torch.from_numpy(posenc.sinusoidal_encoding(512, 512))
+    assert torch.allclose(pe.norm(dim=1), torch.full((512,), 16.0, dtype=torch.float64))
+    assert pe[0].mean().item() == pytest.approx(0.5)
+    tokens = torch.randn(512, 512, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    none, rms, layer = (norm_share(tokens, pe, n) for n in ("none", "rms", "layer"))
+    assert none == pytest.approx(rms, rel=1e-12) and none == pytest.approx(1 / 3, abs=0.005)
+    assert layer == pytest.approx(0.30, abs=0.005)
+    mean = pe.mean(dim=1)
+    assert (512 * mean**2 / 256).mean().item() == pytest.approx(0.149, abs=0.002)
+
+
+# --- a learned table past its length (sec-motivation-past-table)
+
+
+def test_learned_table_past_its_length_sliding_wins_at_a_small_fine_tuning_budget():
+    from posenc.book.results import read_results
+
+    saved = read_results("learned_table.json")
+    seeds = sorted({r["seed"] for r in saved["rows"]})
+    assert seeds and seeds[0] == 0
+    for seed in seeds:
+        bpc = {r["method"]: r["bpc"] for r in saved["rows"] if r["seed"] == seed}
+        assert bpc["slide"] < bpc["truncate"] and bpc["more training, slide"] < bpc["more training, truncate"]
+        assert bpc["more training, slide"] < bpc["slide"]
+        for init in ("tile", "interpolate"):
+            assert bpc[f"extend ({init}), fine-tuned"] < bpc[f"extend ({init}), zero-shot"]
+            assert bpc[f"extend ({init}), fine-tuned"] > bpc["truncate"]  # "still worse than truncating"
+        assert bpc["extend (tile), zero-shot"] == max(bpc.values())
+    for run in saved["runs"]:  # "the best checkpoint was the last"
+        assert run["fine_tune"]["tile"]["best_step"] == run["fine_tune"]["interpolate"]["best_step"] == 200

@@ -224,3 +224,30 @@ def test_chapter_2_runs_without_transformers(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert "CHAPTER-2-OK" in res.stdout
     assert "skipped: pip install transformers" in res.stdout
+
+
+# --- the fixed-range fraction p / L_max with padding (sec-sinusoidal-fixed-fraction)
+
+
+def test_p_over_lmax_cannot_focus_on_the_previous_token_and_the_sinusoid_can():
+    from posenc.book import recipes
+
+    bound = recipes.scalar_previous_token_bound(512)
+    assert 0.25 <= bound < 0.255  # "a quarter"; glued 0.25
+    frac = np.arange(512)[:, None] / 512
+    one_and_frac = np.hstack([np.ones((512, 1)), frac])
+    assert max(recipes.previous_token_weight(one_and_frac, s) for s in (1.0, 10.0, 100.0, 1e3, 1e4)) <= bound
+    assert recipes.previous_token_weight(posenc.sinusoidal_encoding(512, 16), 20.0) > 0.999
+
+
+def test_p_over_lmax_loses_the_exact_position_under_noise():
+    from posenc.book import recipes
+
+    frac = np.repeat(np.arange(512)[:, None] / 512, 16, axis=1)
+    sin = posenc.sinusoidal_encoding(512, 16)
+    f = [recipes.nearest_code_accuracy(frac, s) for s in (0.01, 0.05, 0.2)]
+    s = [recipes.nearest_code_accuracy(sin, s) for s in (0.01, 0.05, 0.2)]
+    assert f[0] == pytest.approx(0.29, abs=0.005) and f[1] == pytest.approx(0.06, abs=0.005)
+    assert f[2] == pytest.approx(0.02, abs=0.005)
+    assert s[0] == s[1] == 1.0 and s[2] == pytest.approx(0.99, abs=0.005)
+    assert f == sorted(f, reverse=True)

@@ -248,3 +248,46 @@ def test_chapter3_noise_sweep_fast_band_decodes_offsets_slow_band_does_not():
     assert slow["rel_exact"].max() < 0.05 and slow["abs_exact"].max() < 0.05
     assert np.all(fast["rel_median"][:2] < slow["rel_median"][:2])
     assert fast["rel_exact"][2] < 0.2  # at high noise the fast band fails too
+
+
+# --- choosing a RoPE base for a target length (sec-periodicity-rope-base)
+
+
+def test_the_first_negative_mean_cosine_is_not_monotone_in_the_base():
+    from posenc.book.probes import first_sign_change
+
+    a, b = first_sign_change(2e6), first_sign_change(3e6)
+    assert (a["distance"], b["distance"]) == (48_415, 45_059)
+    assert a["width"] == b["width"] == 1 and -0.002 < min(a["depth"], b["depth"]) < 0
+
+
+def test_rope_base_answers_are_monotone_and_the_8k_answer_is_checked():
+    from posenc.book.recipes import mean_cosine_nonnegative, base_for_length
+    from posenc.book.results import read_results
+
+    rows = [r for r in read_results("rope_base_bound.json")["rows"] if r["kind"] == "target"]
+    lengths = [r["length"] for r in rows]
+    assert lengths == sorted(lengths) and {8192, 32768, 131072, 1048576} <= set(lengths)
+    for key in ("wavelength", "decay_first", "decay"):
+        values = [r[key] for r in rows]
+        assert values == sorted(values), key
+    for r in rows:
+        assert r["wavelength"] == pytest.approx(base_for_length(r["length"]), rel=1e-12)
+        assert r["wavelength"] < r["decay_first"] <= r["decay"]
+    assert round(base_for_length(8192)) == 1461 and round(base_for_length(131072)) == 24428
+    # the 8k answer passes, the grid point below it fails (20 bases per decade)
+    r8 = next(r for r in rows if r["length"] == 8192)
+    assert mean_cosine_nonnegative(r8["decay"], 8192, 128)
+    assert not mean_cosine_nonnegative(r8["decay"] / 10**0.05, 8192, 128)
+
+
+def test_rope_base_answers_read_against_released_models():
+    from posenc.book.results import read_results
+
+    rows = {r["length"]: r for r in read_results("rope_base_bound.json")["rows"] if r["kind"] == "target"}
+    # Llama 3's 500,000 is above the 8k answer and below the 32k one; Code Llama's 1e6 lies between them
+    assert rows[8192]["decay"] < 500_000 < rows[32768]["decay"]
+    assert rows[8192]["decay"] < 1_000_000 < rows[32768]["decay"]
+    assert rows[32768]["decay_first"] < rows[32768]["decay"]  # the gap the prose points at
+    # the answers grow faster than the length
+    assert rows[32768]["decay"] / rows[8192]["decay"] > 4 and rows[131072]["decay"] / rows[32768]["decay"] > 4
