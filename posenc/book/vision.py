@@ -47,7 +47,10 @@ __all__ = [
     "VisionConfig",
     "CANVAS_THRESHOLD",
     "bits_hex",
+    "CANVAS_NAMES",
     "canvas_differences",
+    "canvas_table",
+    "plot_canvas_differences",
     "canvas_verdict",
     "hex_bits",
     "image_paired_se",
@@ -1010,6 +1013,118 @@ def canvas_verdict(differences: list[dict]) -> str:
             and all(label.get((s, "resize", 12)) == "about 0" for s in REAL_COORDINATE_SCHEMES):
         return "stay in range"
     return "not separated"
+
+
+
+#: The names the figure and the table of the resize/canvas grid give the schemes.
+CANVAS_NAMES = {"sincos_2d": "2-D sin-cos", "rope_axial": "axial RoPE", "rope_mixed": "RoPE-Mixed"}
+_CANVAS_COLORS = {"sincos_2d": "tab:orange", "rope_axial": "tab:blue", "rope_mixed": "tab:green"}
+_CANVAS_MARKERS = {"sincos_2d": "^", "rope_axial": "D", "rope_mixed": "P"}
+
+
+def _check_differences(differences: list[dict]) -> list[dict]:
+    keys = ("scheme", "condition", "size", "per_seed", "mean", "t95", "label")
+    if not isinstance(differences, list) or not differences or not all(
+        isinstance(d, dict) and all(k in d for k in keys) for d in differences
+    ):
+        raise TypeError("differences must be the non-empty list canvas_differences returns")
+    return sorted(differences, key=lambda d: (d["condition"] != "resize", d["size"]))
+
+
+def plot_canvas_differences(differences: list[dict], *, threshold: float = CANVAS_THRESHOLD, figsize=None):
+    """The resize/canvas grid's paired differences, per seed and with their 95 % intervals.
+
+    One column per test condition (the resized sizes, then the canvas sizes, divided by a
+    vertical line); inside each, one strip per scheme of :data:`REAL_COORDINATE_SCHEMES`:
+    the per-seed differences *scaled coordinates minus plain* (small points) and their
+    mean with its 95 % t-interval over seeds (large marker and bar). The band
+    ``+/- threshold`` is shaded: a difference is labelled only outside it with an interval
+    that excludes 0 (:func:`canvas_differences`). The two columns the verdict reads (the
+    12 px resize and the largest canvas) have a grey background.
+
+    Args:
+        differences: what :func:`canvas_differences` returns.
+        threshold: the half-width of the shaded band.
+        figsize: ``(width, height)`` in inches; the book's column width and 3.4 by default.
+
+    Returns:
+        The matplotlib ``Figure``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> right = bits_hex(torch.ones(4, dtype=torch.bool))
+        >>> rows = [{"scheme": "rope_axial", "seed": s, "canvas_acc_32": 0.9, "canvas_iacc_32": 0.5 + 0.01 * s,
+        ...          "canvas_right_32": right, "canvas_iright_32": right} for s in range(5)]
+        >>> fig = plot_canvas_differences(canvas_differences(rows))
+        >>> len(fig.axes), fig.axes[0].get_ylabel()
+        (1, 'scaled minus plain accuracy')
+        >>> plt.close(fig)
+    """
+    import matplotlib.pyplot as plt
+
+    from .plotting import COLUMN_WIDTH_IN
+
+    diffs = _check_differences(differences)
+    threshold = check_positive_float("threshold", threshold)
+    cols = sorted({(d["condition"], d["size"]) for d in diffs}, key=lambda c: (c[0] != "resize", c[1]))
+    schemes = [s for s in REAL_COORDINATE_SCHEMES if any(d["scheme"] == s for d in diffs)]
+    fig, ax = plt.subplots(figsize=figsize or (COLUMN_WIDTH_IN, 3.4), layout="constrained")
+    decisive = {("resize", min((c[1] for c in cols if c[0] == "resize"), default=None)),
+                ("canvas", max((c[1] for c in cols if c[0] == "canvas"), default=None))}
+    for i, col in enumerate(cols):
+        if col in decisive:
+            ax.axvspan(i - 0.45, i + 0.45, color="0.92", zorder=0)
+    ax.axhspan(-threshold, threshold, color="0.85", alpha=0.6, zorder=0, lw=0)
+    ax.axhline(0, color="k", lw=0.8)
+    n_resize = sum(c[0] == "resize" for c in cols)
+    if 0 < n_resize < len(cols):
+        ax.axvline(n_resize - 0.5, color="k", lw=0.8, ls="--")
+    rng = np.random.default_rng(0)
+    width = 0.8 / max(len(schemes), 1)
+    for j, s in enumerate(schemes):
+        for i, col in enumerate(cols):
+            d = next((d for d in diffs if d["scheme"] == s and (d["condition"], d["size"]) == col), None)
+            if d is None:
+                continue
+            x = i - 0.4 + width * (j + 0.5)
+            pts = np.asarray(d["per_seed"], dtype=float)
+            ax.scatter(x + rng.uniform(-0.25, 0.25, len(pts)) * width, pts, s=9, color=_CANVAS_COLORS[s],
+                       alpha=0.55, lw=0, zorder=2)
+            lo, hi = d["t95"]
+            ax.errorbar(x, d["mean"], yerr=[[d["mean"] - lo], [hi - d["mean"]]], color=_CANVAS_COLORS[s],
+                        marker=_CANVAS_MARKERS[s], ms=6, mec="k", mew=0.5, capsize=3, lw=1.2, zorder=3,
+                        label=CANVAS_NAMES[s] if i == 0 else None)
+    ax.set_xticks(range(len(cols)), [f"{c[0]}\n{c[1]} px" for c in cols])
+    ax.set_xlim(-0.5, len(cols) - 0.5)
+    ax.set_ylabel("scaled minus plain accuracy")
+    ax.legend(loc="lower left", ncols=len(schemes), frameon=True)
+    return fig
+
+
+def canvas_table(differences: list[dict]) -> str:
+    """The resize/canvas grid's paired differences as a Markdown table, one row per scheme and condition.
+
+    Columns: the mean difference *scaled minus plain*, its 95 % t-interval over seeds,
+    the seeds in which scaling lowered the accuracy, the test-set sampling error of one
+    seed's difference (:func:`image_paired_se`, mean over seeds) and the label of
+    :func:`canvas_differences`; two decimals (three for the sampling error).
+
+    Example:
+        >>> right = bits_hex(torch.ones(4, dtype=torch.bool))
+        >>> rows = [{"scheme": "rope_axial", "seed": s, "canvas_acc_32": 0.9, "canvas_iacc_32": 0.5 + 0.01 * s,
+        ...          "canvas_right_32": right, "canvas_iright_32": right} for s in range(5)]
+        >>> print(canvas_table(canvas_differences(rows)).splitlines()[2])
+        | axial RoPE | canvas | 32 | -0.38 | -0.40 to -0.36 | 5/5 | 0.000 | hurts |
+    """
+    diffs = _check_differences(differences)
+    lines = ["| scheme | condition | pixels | mean | 95 % interval | seeds lower | test-set SE | label |",
+             "|---|---|--:|--:|--:|--:|--:|---|"]
+    order = {s: k for k, s in enumerate(REAL_COORDINATE_SCHEMES)}
+    for d in sorted(diffs, key=lambda d: (order[d["scheme"]], d["condition"] != "resize", d["size"])):
+        lo, hi = d["t95"]
+        lines.append(f"| {CANVAS_NAMES[d['scheme']]} | {d['condition']} | {d['size']} | {d['mean']:+.2f} "
+                     f"| {lo:+.2f} to {hi:+.2f} | {d['seeds_lower']}/{d['n']} | {d['image_se']:.3f} | {d['label']} |")
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- a ViT's table at a new resolution

@@ -294,3 +294,33 @@ def test_canvas_differences_label_by_the_stated_rule():
     assert {d["label"] for d in small} == {"not separated"}
     with pytest.raises(TypeError, match="rows"):
         vision.canvas_differences({"rows": []})
+
+
+def test_canvas_figure_and_table_show_every_difference():
+    import matplotlib.pyplot as plt
+
+    from posenc.book import plotting
+
+    diffs = vision.canvas_differences(_fake_canvas_rows(-0.3, 0.2))
+    fig = vision.plot_canvas_differences(diffs)
+    try:
+        ax = fig.axes[0]
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["resize\n12 px", "canvas\n32 px"]
+        # per scheme: one strip of 10 seeds per column, and one mean with its interval
+        points = [c for c in ax.collections if c.get_offsets().shape[0] == 10]
+        assert len(points) == 2 * len(vision.REAL_COORDINATE_SCHEMES)
+        means = sorted(float(line.get_ydata()[0]) for line in ax.lines if line.get_marker() in ("^", "D", "P"))
+        assert means == pytest.approx(sorted(d["mean"] for d in diffs))
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["2-D sin-cos", "axial RoPE", "RoPE-Mixed"]
+        assert plotting.figure_problems(fig) == []
+    finally:
+        plt.close(fig)
+    table = vision.canvas_table(diffs).splitlines()
+    assert len(table) == 2 + len(diffs)
+    assert table[2].startswith("| 2-D sin-cos | resize | 12 | +0.20 |") and table[2].endswith("| helps |")
+    assert "| axial RoPE | canvas | 32 | -0.30 |" in vision.canvas_table(diffs)
+    for bad in ([], [{"scheme": "rope_axial"}], None):
+        with pytest.raises(TypeError, match="differences"):
+            vision.plot_canvas_differences(bad)
+        with pytest.raises(TypeError, match="differences"):
+            vision.canvas_table(bad)

@@ -200,3 +200,126 @@ def test_ntk_scaling_leaves_middle_pairs_overshooting():
     ratio = ntk * 255 / seen
     assert abs(ratio[-1] - 255 / 63 / 4) < 0.02  # the slowest pair holds its trained angle (up to 255/252)
     assert 2.5 < ratio[unfinished].max() < 4  # the worst unfinished pair still overshoots, less than plain's 4x
+
+
+# ----------------------------------------------------------------------------- resize against canvas
+
+CANVAS = "vision_canvas.json"  # shipped with posenc.book
+
+
+def _canvas_rows():
+    return results.read_results(CANVAS)["rows"]
+
+
+def _canvas_cells():
+    return {(d["scheme"], d["condition"], d["size"]): d for d in vision.canvas_differences(_canvas_rows())}
+
+
+def _canvas_mean(scheme, key):
+    return float(np.mean([r[key] for r in _canvas_rows() if r["scheme"] == scheme]))
+
+
+def test_canvas_grid_is_complete_and_follows_the_protocol():
+    saved = results.read_results(CANVAS)
+    cfg = saved["config"]
+    assert cfg["train_size"] == 16 and cfg["patch"] == 4 and cfg["max_zoom"] == 1.6
+    assert cfg["eval_sizes"] == [12, 16, 20, 24, 32] and cfg["canvas_sizes"] == [20, 24, 32]
+    assert cfg["decay_rule"] == "reference" and cfg["weight_decay"] == 0.05  # md-cv-wd
+    rows = saved["rows"]
+    assert sorted((r["scheme"], r["seed"]) for r in rows) == sorted(
+        (s, seed) for s in vision.VISION_SCHEMES for seed in range(10)
+    )  # md-cv-n-seeds, md-cv-n-models
+    for r in rows:
+        assert 0 <= r["best_epoch"] < r["epochs"] <= cfg["max_epochs"]
+
+
+def test_the_mask_leaves_the_canvas_to_the_positions():
+    for r in _canvas_rows():
+        if r["scheme"] == "none":  # exactly its 16-pixel predictions on every canvas
+            for n in (20, 24, 32):
+                assert r[f"canvas_right_{n}"] == r["resize_right_16"]
+        if r["scheme"] in ("rope_axial", "rope_mixed"):  # offsets only: the same up to rounding
+            for n in (20, 24, 32):
+                assert abs(r[f"canvas_acc_{n}"] - r["resize_acc_16"]) <= 0.01
+
+
+def test_canvas_verdict_and_the_decisive_cells():
+    cells = _canvas_cells()
+    assert vision.canvas_verdict(list(cells.values())) == "units of the object"  # md-cv-verdict
+    label = {k: d["label"] for k, d in cells.items()}
+    assert label[("rope_axial", "canvas", 32)] == label[("rope_mixed", "canvas", 32)] == "hurts"
+    assert label[("sincos_2d", "resize", 12)] == label[("rope_mixed", "resize", 12)] == "helps"
+    assert label[("rope_axial", "resize", 12)] == "about 0"  # the prose says so
+    glued = {  # (mean, low, high) as the prose shows them
+        ("rope_axial", "canvas", 32): (-0.25, -0.31, -0.19),
+        ("rope_mixed", "canvas", 32): (-0.24, -0.30, -0.18),
+        ("sincos_2d", "resize", 12): (0.31, 0.26, 0.36),
+        ("rope_mixed", "resize", 12): (0.07, 0.05, 0.10),
+        ("rope_axial", "resize", 12): (0.03, -0.00, 0.05),
+    }
+    for key, (m, lo, hi) in glued.items():
+        d = cells[key]
+        assert (round(d["mean"], 2), round(d["t95"][0], 2), round(d["t95"][1], 2)) == (m, lo, hi), key
+    for key in (("rope_axial", "canvas", 32), ("rope_mixed", "canvas", 32)):
+        assert cells[key]["seeds_lower"] == 10  # lower in every seed
+    assert sum(x > 0 for x in cells[("sincos_2d", "resize", 12)]["per_seed"]) == 10
+    # test-set sampling error of one model's difference in the decisive cells, and of one accuracy
+    se = [cells[k]["image_se"] for k in glued]
+    assert (round(min(se), 3), round(max(se), 3)) == (0.019, 0.026)
+    assert min(abs(cells[k]["mean"]) for k in glued if cells[k]["label"] != "about 0") > max(se)
+    assert round(math.sqrt(0.25 / 400), 3) == 0.025
+
+
+def test_canvas_cells_the_verdict_does_not_read():
+    cells = _canvas_cells()
+    # the RoPE loss on the canvas grows with the canvas
+    for s in ("rope_axial", "rope_mixed"):
+        ds = [cells[(s, "canvas", n)]["mean"] for n in (20, 24, 32)]
+        assert ds[0] > ds[1] > ds[2] and ds[0] < 0
+    assert [round(cells[("rope_axial", "canvas", n)]["mean"], 2) for n in (20, 24, 32)] == [-0.02, -0.08, -0.25]
+    # 2-D sin-cos on the 32 px canvas: scaling brings no recovery worth a label
+    d = cells[("sincos_2d", "canvas", 32)]
+    assert d["label"] == "not separated" and 0 < d["t95"][0] and d["mean"] < vision.CANVAS_THRESHOLD
+    assert round(_canvas_mean("sincos_2d", "canvas_iacc_32"), 2) == 0.24
+    assert _canvas_mean("sincos_2d", "canvas_iacc_32") < _canvas_mean("sincos_2d", "resize_acc_16") - 0.6
+    # at 12 px the rotations already beat the 2-D table, and the position-free model falls too
+    for s in ("rope_axial", "rope_mixed"):
+        assert _canvas_mean(s, "resize_acc_12") > _canvas_mean("sincos_2d", "resize_acc_12") + 0.2
+    assert _canvas_mean("none", "resize_acc_12") < _canvas_mean("none", "resize_acc_16") - 0.3
+
+
+def test_canvas_lesson_fixed_view_against_growing_canvas():
+    cells = _canvas_cells()
+    m = lambda s, k: round(_canvas_mean(s, k), 2)  # noqa: E731
+    # fixed field of view: scaling lifts every real-coordinate scheme at 32 px
+    assert [round(cells[(s, "resize", 32)]["mean"], 2) for s in vision.REAL_COORDINATE_SCHEMES] == [0.60, 0.24, 0.31]
+    assert all(cells[(s, "resize", 32)]["label"] == "helps" for s in vision.REAL_COORDINATE_SCHEMES)
+    assert m("learned_2d", "resize_acc_32") == 0.81
+    # at the trained zoom scales (20, 24 px) the rotations gain little or nothing
+    for s in ("rope_axial", "rope_mixed"):
+        for n in (20, 24):
+            assert abs(cells[(s, "resize", n)]["mean"]) <= 0.06
+    # growing canvas: the rotations keep their 16 px accuracy with plain patch coordinates
+    for s in ("rope_axial", "rope_mixed"):
+        assert m(s, "canvas_acc_32") == m(s, "resize_acc_16") == 0.95
+    # the absolute schemes have no good choice
+    assert m("sincos_2d", "canvas_acc_32") == 0.21 and m("learned_2d", "canvas_acc_32") == 0.15
+    learned = [_canvas_mean("learned_2d", f"canvas_acc_{n}") for n in (20, 24, 32)]
+    assert learned[0] > learned[1] > learned[2]
+    assert learned[0] < _canvas_mean("learned_2d", "resize_acc_16") - 0.4
+
+
+def test_dinov3_coordinates_are_the_scaled_ones_halved():
+    pytest.importorskip("transformers")
+    from transformers.models.dinov3_vit import modeling_dinov3_vit as dino
+
+    for g in (4, 8):
+        yx = dino.get_patches_center_coordinates(g, g, torch.float64, "cpu")
+        scaled = (torch.arange(g, dtype=torch.float64) + 0.5) * 4 / g
+        assert torch.allclose(yx[:g, 1], scaled / 2 - 1) and torch.allclose(yx[::g, 0], scaled / 2 - 1)
+    coords = dino.get_patches_center_coordinates(2, 2, torch.float64, "cpu")
+    torch.manual_seed(0)
+    out = dino.augment_patches_center_coordinates(coords, rescale=2.0)
+    ratio = float(out[0, 0] / coords[0, 0])
+    assert 0.5 <= ratio <= 2.0 and torch.allclose(out, coords * ratio)  # one scale for both axes
+    assert dino.DINOv3ViTConfig().pos_embed_rescale == 2.0
