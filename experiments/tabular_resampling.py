@@ -33,7 +33,8 @@ cap of 3,000 steps is run again with a cap of 6,000 (its row records ``"steps": 
 ``nonlinear`` trains nothing new: per split it refits the two periodic networks that
 ``diabetes`` chose (its saved setting and number of steps, checking the saved test R^2)
 and records :func:`posenc.book.tabular.nonlinear_share` of their trained and their initial
-embeddings over the split's training rows, and how far the frequencies moved.
+embeddings over the split's training rows (and of the trained one without its final ReLU),
+and how far the frequencies moved.
 ``linear_diabetes`` and ``linear_synthetic`` run one more network, ``"periodic + raw
 value"`` (the periodic transformer with the raw value appended to every token), by exactly
 the protocol of ``diabetes`` (the same six candidates per split, so its rows pair with the
@@ -202,6 +203,17 @@ def saved_refits() -> dict:
     return {(r["split"], r["model"]): r for r in rows if r.get("stage") == "refit"}
 
 
+class BeforeActivation(torch.nn.Module):
+    """A periodic embedding up to its linear layer, without the ReLU: ``Linear_j(p_j(x))`` ("PL")."""
+
+    def __init__(self, embedding: torch.nn.Module):
+        super().__init__()
+        self.embedding = embedding
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.embedding.linear(self.embedding.periodic(x))
+
+
 def run_nonlinear_split(split: int, cfg: dict) -> list[dict]:
     """The periodic networks ``diabetes`` chose on ``split``, refitted as it refitted them: their
     test R^2 (checked against the saved one), the non-linear share of their embedding per feature
@@ -225,6 +237,9 @@ def run_nonlinear_split(split: int, cfg: dict) -> list[dict]:
             "lr": saved["lr"], "steps": steps, "test_r2": round(float(scores["test_r2"]), DIGITS),
             "share": [round(float(v), DIGITS) for v in tabular.nonlinear_share(embed, data.x_train)],
             "share_initial": [round(float(v), DIGITS) for v in tabular.nonlinear_share(embed0, data.x_train)],
+            # the same without the final ReLU: how far the sines and cosines themselves are from straight lines
+            "share_before_relu": [round(float(v), DIGITS)
+                                  for v in tabular.nonlinear_share(BeforeActivation(embed), data.x_train)],
             # per feature: the largest trained |frequency| over the largest initial one
             "frequency_growth": [round(float(v), 3) for v in trained_f.max(1).values / initial_f.max(1).values],
         })

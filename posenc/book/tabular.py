@@ -1175,7 +1175,7 @@ def nonlinear_share(embedding: nn.Module, x: object) -> np.ndarray:
 
     0 means the embedding is exactly affine in the value over these rows (a linear
     embedding, or any embedding of a column with two distinct values); 1 means no affine
-    part at all. A feature whose embedding is constant over the rows gets NaN.
+    part at all. A feature whose embedding is constant over the rows (up to rounding) gets NaN.
 
     Args:
         embedding: a module mapping ``(batch, n_features)`` to ``(batch, n_features, d)``
@@ -1205,7 +1205,7 @@ def nonlinear_share(embedding: nn.Module, x: object) -> np.ndarray:
         design = np.stack([np.ones(values.shape[0]), values[:, j]], axis=1)  # (batch, 2)
         e = tokens[:, j, :]  # (batch, d)
         total = float(((e - e.mean(0)) ** 2).sum())
-        if total > 0:
+        if total > 1e-12 * float((e**2).sum()):  # below: constant up to rounding
             coef, *_ = np.linalg.lstsq(design, e, rcond=None)
             shares[j] = min(max(float(((e - design @ coef) ** 2).sum()) / total, 0.0), 1.0)
     return shares
