@@ -293,6 +293,10 @@ def test_tuned_periodic_embeddings_are_not_nearly_linear():
                       if r["model"] == "periodic (PLR)"])
     assert plr[sigma > 0.06].min() > 0.25 and (sigma > 0.06).sum() == 4
     assert np.median(_median_shares("periodic (PLR)", "share_before_relu")) > 0.15
+    # the frequencies grew most (sixfold) on split 8, whose sigma is the smallest chosen
+    growth = [np.median(r["frequency_growth"]) for r in sorted(_rows("nonlinear"), key=lambda r: r["split"])
+              if r["model"] == "periodic (PLR)"]
+    assert int(np.argmax(growth)) == int(np.argmin(sigma)) == 8 and round(max(growth), 1) == 6.0
 
 
 def test_nonlinear_rows_are_the_saved_refits():
