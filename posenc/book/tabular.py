@@ -55,10 +55,13 @@ __all__ = [
     "best_by_validation",
     "bootstrap_r2",
     "TabularTransformer",
+    "PeriodicWithValue",
+    "nonlinear_share",
     "diabetes_split",
     "feature_identity_task",
     "feature_subset",
     "fit_regressor",
+    "initial_model",
     "high_frequency_task",
     "log_uniform_candidates",
     "make_mlp",
@@ -428,6 +431,26 @@ def fit_regressor(
     if curve:
         scores["curve"] = history
     return (scores, model) if return_model else scores
+
+
+def initial_model(make_model: Callable[[], nn.Module], data: TabularSplit, *, seed: int = 0) -> nn.Module:
+    """The model :func:`fit_regressor` starts from for ``seed``: built under the same seed, in the data's dtype.
+
+    Compare it with the trained model to see what training changed (chapter 5 measures how
+    far a periodic embedding moved from its initial frequencies).
+
+    Example:
+        >>> data = high_frequency_task(16, 8, seed=0)
+        >>> start = initial_model(lambda: make_mlp(4), data, seed=3)
+        >>> _, trained = fit_regressor(lambda: make_mlp(4), data, seed=3, steps=1, return_model=True)
+        >>> bool(torch.equal(start[0].weight, trained[0].weight))
+        False
+        >>> bool(torch.equal(start[0].weight, initial_model(lambda: make_mlp(4), data, seed=3)[0].weight))
+        True
+    """
+    check_callable("make_model", make_model)
+    data = check_split("data", data)
+    return _build(make_model, data, data, check_seed("seed", seed)).eval()
 
 
 def _build(make_model: Callable[[], nn.Module], train: TabularSplit, data: TabularSplit, seed: int) -> nn.Module:
@@ -1067,11 +1090,16 @@ def value_embedding_configs(
     ``"periodic (PLR)"`` (``sigma``, ``n_frequencies``) and ``"piecewise-linear (Q-L)"``
     (``n_bins`` quantile bins of the training rows). ``"MLP"`` is :func:`make_mlp` on the
     raw values, ``"MLP-PLR"`` is :func:`make_mlp_plr` (the same MLP on periodic
-    embeddings with the same ``sigma`` and ``n_frequencies``).
+    embeddings with the same ``sigma`` and ``n_frequencies``). ``"periodic + raw value"``
+    is the periodic transformer whose tokens also carry the raw value
+    (:class:`PeriodicWithValue`: a linear term beside the periodic embedding, at the same
+    token width).
 
     Example:
-        >>> sorted(value_embedding_configs(feature_identity_task(32, 8)))
-        ['MLP', 'MLP-PLR', 'linear (FT)', 'periodic (PLR)', 'piecewise-linear (Q-L)']
+        >>> sorted(value_embedding_configs(feature_identity_task(32, 8)))[:3]
+        ['MLP', 'MLP-PLR', 'linear (FT)']
+        >>> len(value_embedding_configs(feature_identity_task(32, 8)))
+        6
     """
 
     nf = check_split("data", data).n_features
@@ -1087,15 +1115,106 @@ def value_embedding_configs(
         "linear (FT)": transformer("linear"),
         "periodic (PLR)": transformer("periodic", sigma=sigma, n_frequencies=n_frequencies),
         "piecewise-linear (Q-L)": transformer("piecewise", bins=bins),
+        "periodic + raw value": transformer("periodic+value", sigma=sigma, n_frequencies=n_frequencies),
         "MLP": lambda: make_mlp(nf),
         "MLP-PLR": lambda: make_mlp_plr(nf, n_frequencies=n_frequencies, sigma=sigma),
     }
 
 
+class PeriodicWithValue(nn.Module):
+    """A periodic embedding with a linear term beside it: the raw value as the token's last coordinate.
+
+    Token ``j`` is ``[PLR_j(x_j), x_j]``: :class:`~posenc.PeriodicEmbedding` ("PLR", width
+    ``d_embedding - 1``) with the value itself appended, so the token has the same width
+    ``d_embedding`` as a plain periodic one. The layers above see the value linearly,
+    beside its sines and cosines, without having to rebuild a straight line from them
+    (the "DenseNet" option of the PBLD embedding of RealMLP, Holzmueller et al. 2024,
+    which appends the original value to the periodic embedding in the same way).
+
+    Args:
+        n_features: number of numerical columns.
+        d_embedding: width of each token (at least 2).
+        n_frequencies, sigma, shared: passed to :class:`~posenc.PeriodicEmbedding`.
+
+    Shapes:
+        ``forward(x)``: ``(batch, n_features)`` -> ``(batch, n_features, d_embedding)``.
+
+    Example:
+        >>> emb = PeriodicWithValue(3, 8, n_frequencies=4)
+        >>> x = torch.randn(5, 3)
+        >>> out = emb(x)
+        >>> out.shape, bool(torch.equal(out[..., -1], x))
+        (torch.Size([5, 3, 8]), True)
+    """
+
+    def __init__(
+        self, n_features: int, d_embedding: int, *, n_frequencies: int = 16, sigma: float = 1.0, shared: bool = False
+    ) -> None:
+        super().__init__()
+        d_embedding = check_int("d_embedding", d_embedding)
+        if d_embedding < 2:
+            raise ValueError(f"d_embedding must be at least 2 (periodic part and the value), got {d_embedding}")
+        self.plr = PeriodicEmbedding(n_features, d_embedding - 1, n_frequencies=n_frequencies, sigma=sigma,
+                                     shared=shared)
+        self.n_features = self.plr.n_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = self.plr(x)  # checks x
+        return torch.cat([tokens, x[..., None].to(tokens.dtype)], dim=-1)
+
+
+def nonlinear_share(embedding: nn.Module, x: object) -> np.ndarray:
+    """How far a trained value embedding is from affine in its value, per feature, over the rows ``x``.
+
+    For feature ``j`` the embedding maps the column ``x[:, j]`` to vectors ``E_j(x)``
+    (``embedding(x)[:, j, :]``). Fit every coordinate by the best affine function
+    ``a + b x_j`` (least squares over the rows) and return the share of the embedding's
+    variance that this fit leaves unexplained:
+
+        ``share_j = sum_i |E_j(x_i) - a - b x_ij|^2 / sum_i |E_j(x_i) - mean_i E_j(x_i)|^2``
+
+    0 means the embedding is exactly affine in the value over these rows (a linear
+    embedding, or any embedding of a column with two distinct values); 1 means no affine
+    part at all. A feature whose embedding is constant over the rows (up to rounding) gets NaN.
+
+    Args:
+        embedding: a module mapping ``(batch, n_features)`` to ``(batch, n_features, d)``
+            (e.g. :class:`~posenc.PeriodicEmbedding`, ``TabularTransformer(...).embed``).
+        x: the rows, ``(batch, n_features)``, at least 3.
+
+    Returns:
+        ``(n_features,)`` float64 array of shares in ``[0, 1]``.
+
+    Example:
+        >>> from posenc import FeatureTokenizer
+        >>> x = torch.randn(50, 2, dtype=torch.float64)
+        >>> float(nonlinear_share(FeatureTokenizer(2, 4, cls=False).double(), x).max()) < 1e-12
+        True
+    """
+    check_module("embedding", embedding)
+    x = check_tensor("x", x, ndim=2)
+    if x.shape[0] < 3:
+        raise ValueError(f"x must have at least 3 rows (an affine fit needs more rows than 2), got {x.shape[0]}")
+    with torch.no_grad():
+        out = embedding(x)
+    if out.ndim != 3 or tuple(out.shape[:2]) != tuple(x.shape):
+        raise ValueError(f"embedding must map (batch, n_features) to (batch, n_features, d), got {tuple(out.shape)}")
+    values, tokens = to_numpy(x).astype(np.float64), to_numpy(out).astype(np.float64)
+    shares = np.full(values.shape[1], np.nan)
+    for j in range(values.shape[1]):
+        design = np.stack([np.ones(values.shape[0]), values[:, j]], axis=1)  # (batch, 2)
+        e = tokens[:, j, :]  # (batch, d)
+        total = float(((e - e.mean(0)) ** 2).sum())
+        if total > 1e-12 * float((e**2).sum()):  # below: constant up to rounding
+            coef, *_ = np.linalg.lstsq(design, e, rcond=None)
+            shares[j] = min(max(float(((e - design @ coef) ** 2).sum()) / total, 0.0), 1.0)
+    return shares
+
+
 # ------------------------------------------------------------------ the chapter-5 model
 
 
-VALUE_EMBEDDINGS = ("linear", "periodic", "piecewise")
+VALUE_EMBEDDINGS = ("linear", "periodic", "piecewise", "periodic+value")
 IDENTITIES = ("none", "column", "per_feature")
 
 
@@ -1110,8 +1229,10 @@ class TabularTransformer(nn.Module):
     Args:
         n_features: number of numerical columns.
         value_embedding: ``"linear"`` (``x_j w + b``), ``"periodic"``
-            (:class:`PeriodicEmbedding`, "PLR") or ``"piecewise"``
-            (:class:`PiecewiseLinearEmbedding` on quantile bins, "Q-L"; needs ``bins``).
+            (:class:`PeriodicEmbedding`, "PLR"), ``"piecewise"``
+            (:class:`PiecewiseLinearEmbedding` on quantile bins, "Q-L"; needs ``bins``)
+            or ``"periodic+value"`` (:class:`PeriodicWithValue`: "PLR" of width
+            ``d_model - 1`` with the raw value as the last coordinate).
         identity: how feature identity enters. ``"none"``: one value embedding shared by
             all features and nothing else (the model is then exactly invariant to
             permuting the columns); ``"column"``: shared value embedding plus an additive
@@ -1166,6 +1287,10 @@ class TabularTransformer(nn.Module):
             )
         elif self.value_embedding == "periodic":
             self.embed = PeriodicEmbedding(
+                self.n_features, d_model, n_frequencies=n_frequencies, sigma=sigma, shared=shared
+            )
+        elif self.value_embedding == "periodic+value":
+            self.embed = PeriodicWithValue(
                 self.n_features, d_model, n_frequencies=n_frequencies, sigma=sigma, shared=shared
             )
         else:

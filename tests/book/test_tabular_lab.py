@@ -362,3 +362,63 @@ def test_tuning_report_margin_is_chosen_minus_runner_up():
     ]
     rows.append({"task": "t", "split": 0, "model": "m", "stage": "refit", "chosen": 0})
     assert tabular.tuning_report(rows, task="t")["m"]["margin"] == pytest.approx([0.05])
+
+
+def test_periodic_with_value_appends_the_raw_value():
+    torch.manual_seed(0)
+    emb = tabular.PeriodicWithValue(3, 6, n_frequencies=2, sigma=0.5)
+    x = torch.randn(4, 3)
+    out = emb(x)
+    assert out.shape == (4, 3, 6) and torch.equal(out[..., -1], x)
+    assert torch.equal(out[..., :-1], emb.plr(x))  # the periodic part is a plain PLR of width 5
+    model = TabularTransformer(3, value_embedding="periodic+value", d_model=8, n_frequencies=2)
+    assert isinstance(model.embed, tabular.PeriodicWithValue) and model(x).shape == (4, 1)
+    configs = tabular.value_embedding_configs(tabular.feature_identity_task(32, 8), sigma=0.2, n_frequencies=3)
+    assert configs["periodic + raw value"]().embed.plr.sigma == 0.2
+    with pytest.raises(ValueError, match="d_embedding"):
+        tabular.PeriodicWithValue(3, 1)
+    with pytest.raises(ValueError, match="x"):
+        emb(torch.randn(4, 2))
+
+
+def test_nonlinear_share_is_zero_for_affine_and_large_for_periodic_embeddings():
+    x = torch.linspace(-1, 1, 200, dtype=torch.float64)[:, None].repeat(1, 2)
+    affine = FeatureTokenizer(2, 4, cls=False).double()
+    assert np.all(tabular.nonlinear_share(affine, x) < 1e-12)
+    # cos and sin of 2 pi x over [-1, 1] (two full periods): nothing affine in them but the sine's slope
+    wave = PeriodicEmbedding(2, 4, n_frequencies=1, activation=False).double()
+    with torch.no_grad():
+        wave.frequencies.fill_(1.0)
+    share = tabular.nonlinear_share(wave, x)
+    assert share.shape == (2,) and np.all(share > 0.5) and np.all(share <= 1)
+    # a column with two values: any embedding is affine in it
+    binary = torch.cat([x[:, :1], (x[:, 1:] > 0).double() * 0.3], dim=1)
+    assert tabular.nonlinear_share(wave, binary)[1] < 1e-12
+    # a constant column: no variance to explain
+    assert np.isnan(tabular.nonlinear_share(affine, torch.ones(5, 2, dtype=torch.float64))).all()
+
+
+@pytest.mark.parametrize("embedding, x, error, match", [
+    ("not a module", torch.zeros(5, 2), TypeError, "embedding"),
+    (FeatureTokenizer(2, 4, cls=False), [[0.0, 1.0]], TypeError, "x"),
+    (FeatureTokenizer(2, 4, cls=False), torch.zeros(5), ValueError, "x"),
+    (FeatureTokenizer(2, 4, cls=False), torch.zeros(2, 2), ValueError, "3 rows"),
+    (FeatureTokenizer(2, 4, cls=False), torch.full((5, 2), float("nan")), ValueError, "x"),
+    (torch.nn.Linear(2, 3), torch.zeros(5, 2), ValueError, "embedding"),
+])
+def test_nonlinear_share_rejects_bad_input(embedding, x, error, match):
+    with pytest.raises(error, match=match):
+        tabular.nonlinear_share(embedding, x)
+
+
+def test_initial_model_is_where_fit_regressor_starts():
+    data = tabular.high_frequency_task(32, 8, seed=0)
+    make = tabular.value_embedding_configs(data)["periodic (PLR)"]
+    start = tabular.initial_model(make, data, seed=2)
+    _, trained = tabular.fit_regressor(make, data, seed=2, steps=0 + 1, lr=1e-12, return_model=True)
+    assert start.embed.frequencies.dtype == torch.float64
+    assert torch.allclose(start.embed.frequencies, trained.embed.frequencies, atol=1e-9)
+    with pytest.raises(TypeError, match="make_model"):
+        tabular.initial_model("model", data)
+    with pytest.raises(TypeError, match="data"):
+        tabular.initial_model(make, "data")
