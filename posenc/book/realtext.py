@@ -730,8 +730,9 @@ def bpc_summary(saved: dict, *, extension: str | None = None, finetune_len: int 
 # learning rates, training until the validation loss stops falling; scored on the whole
 # test split against count models, with the context each model uses measured directly.
 
-#: The grid's variants: (scheme, T5 maximum distance or None). T5 runs at a maximum
-#: distance equal to L (every bucket trained) and at the book's default 128.
+#: The grid's variants, each a pair of scheme and T5 maximum distance (None for the other
+#: schemes). T5 runs at a maximum distance equal to L (every bucket trained) and at the
+#: book's default 128.
 GRID_VARIANTS = (("rope", None), ("alibi", None), ("t5", 32), ("t5", 128), ("sinusoidal", None), ("none", None),
                  ("randomized", None), ("learned", None))
 
@@ -876,8 +877,9 @@ def train_lm_pack(
         stop_after: stop every trial after this many steps (the first losses of a run).
 
     Returns:
-        ``(models, infos)``; an info is ``{"seed", "lr", "history": [[step, val_bpc, {extra}], ...],
-        "best_step", "best_val_bpc", "stop", "stop_step", "steps_run", "train_loss"}``.
+        The pair ``(models, infos)``; an info is a dict with ``seed``, ``lr``, ``history``
+        (a list of ``[step, val_bpc, extra]``), ``best_step``, ``best_val_bpc``, ``stop``,
+        ``stop_step``, ``steps_run`` and ``train_loss``.
     """
     from .engine import fit_batched
 
@@ -968,8 +970,8 @@ def train_lm_pack(
 
 # --------------------------------------------------------------------------- scoring on the whole test split
 
-#: Characters of the whole-test evaluation: 27 blocks of 2,048 (a multiple of every
-#: evaluation length up to 512, so every mode scores the same characters).
+#: Characters per block of the whole-test evaluation, 27 blocks of 2,048 (a multiple of
+#: every evaluation length up to 512, so every mode scores the same characters).
 EVAL_BLOCK = 2048
 
 
@@ -1194,8 +1196,9 @@ def copy_probe(
     not, whatever the splice costs (both windows have the splice).
 
     Returns:
-        ``{"gain": mean gain in bits per character, "gains": per-probe gains (list),
-        "copy": bits on the copy, "control": bits on the control, "length": window}``.
+        A dict with ``gain`` (the mean gain in bits per character), ``gains`` (the
+        per-probe gains, a list), ``copy`` (bits on the copy), ``control`` (bits on the
+        control) and ``length`` (the window).
 
     Example:
         >>> c = load_corpus()
@@ -1236,7 +1239,7 @@ def grid_first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, lr: 
                       t5_max_distance: int | None = None, **unit) -> list[float]:
     """The first ``n`` training losses (nats) of one trial of chapter 7's grid, as :func:`train_lm_pack` trains it.
 
-    ``config`` is the grid's :meth:`GridConfig.to_dict`; other unit keys are ignored.
+    ``config`` is the grid's ``GridConfig.to_dict()``; other unit keys are ignored.
 
     Example:
         >>> cfg = GridConfig(n_layers=1, d_model=16, eval_every=2, val_chars=64).to_dict()
@@ -1258,9 +1261,9 @@ def bpc_intervals(rows: list[dict], key: str = "bpc", *, seed: int = 0) -> dict:
     ``block_<key>`` (the per-block means of :meth:`ScoredText.blocks`).
 
     Returns:
-        ``{"mean", "n_seeds", "seeds": per-seed values, "t95": over seeds,
-        "bootstrap95": the 95 % interval of the mean over resampled blocks (the
-        per-block means averaged over seeds first), "n_blocks"}``.
+        A dict with ``mean``, ``n_seeds``, ``seeds`` (the per-seed values), ``t95``
+        (the interval over seeds), ``bootstrap95`` (the 95 % interval of the mean over
+        resampled blocks, the per-block means averaged over seeds first) and ``n_blocks``.
 
     Example:
         >>> rows = [{"bpc": 2.0, "block_bpc": [1.9, 2.1]}, {"bpc": 2.2, "block_bpc": [2.1, 2.3]}]

@@ -399,7 +399,7 @@ def run_grid_pack(
     its training data from ``2_000_003 * (seed + 1)``) is recorded; every
     ``score_every`` steps it is scored (:func:`score_model`); the final weights and the
     weights of the lowest held-out loss are scored with per-position curves. ``modify``
-    (phase D's ablations, e.g. :func:`rope_base_modifier`) changes each freshly built
+    (phase D's ablations, e.g. ``rope_base_modifier``) changes each freshly built
     model in place before training; without it the model is the protocol's.
 
     Returns:
@@ -905,8 +905,9 @@ def _parse_predictions(text: str) -> dict[tuple[str, str, str], dict[str, str | 
     return out
 
 
-#: The pre-registered prediction of every phase-A group: ``{(task, scheme, variant): {"fit", "beyond_2x", "beyond_4x"}}``
-#: (``None``: not predicted, since the group is predicted not to fit).
+#: The pre-registered prediction of every phase-A group, a dict from ``(task, scheme, variant)``
+#: to ``{"fit", "beyond_2x", "beyond_4x"}`` (``None`` where the group is predicted not to
+#: fit, so nothing beyond it is predicted).
 PREDICTIONS = _parse_predictions(_PREDICTION_TABLE)
 
 
@@ -1141,7 +1142,7 @@ def format_group_table(table: Sequence[Mapping], *, task: str | None = None) -> 
 
 # --------------------------------------------------------------------------- mechanisms (analytic) and their figures
 
-#: RoPE's frequencies in the chapter's model (head width 8, base 10,000): 1, 0.1, 0.01, 0.001 rad per position.
+#: RoPE's frequencies in the chapter's model (head width 8, base 10,000), 1, 0.1, 0.01 and 0.001 rad per position.
 ROPE_OMEGAS = tuple(10000.0 ** (-2 * i / 8) for i in range(4))
 
 
