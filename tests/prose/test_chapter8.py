@@ -205,6 +205,11 @@ def test_scaled_coordinates_on_the_resized_images():
     cfg = results.read_results("vision_canvas.json")["config"]
     assert cfg["max_zoom"] == 1.6 and cfg["max_epochs"] == 60
     assert sum(r["epochs"] == 60 for r in rows) == 15  # md-at-budget of md-n-runs
+    assert round(60 * results.read_results("vision_canvas.json")["provenance"]["core_hours"]) == 15  # md-core-minutes
+    # 12 px: the 2-D table is lower than the position-free model, paired by seed
+    d = _scheme_cells()[("sincos_2d", "none", 12)]
+    assert d["label"] == "lower"
+    assert (round(d["mean"], 2), round(d["t95"][0], 2), round(d["t95"][1], 2)) == (-0.08, -0.14, -0.01)
 
 
 def test_hunyuan_video_temporal_ladder_repeats_at_201_frames():
