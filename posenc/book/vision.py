@@ -58,6 +58,7 @@ __all__ = [
     "reference_param_groups",
     "resize_vit_table",
     "run_canvas_trial",
+    "scheme_differences",
     "score_condition",
     "TinyViT",
     "adjacency_distances",
@@ -987,6 +988,61 @@ def canvas_differences(rows: list[dict], *, threshold: float = CANVAS_THRESHOLD)
                     "per_seed": [x - y for x, y in zip(a, b)], "mean": d["mean"], "t95": d["t95"], "n": d["n"],
                     "seeds_lower": d["a_lower"], "image_se": float(np.mean(ses)) if ses else math.nan, "label": label,
                 })
+    return out
+
+
+def scheme_differences(
+    rows: list[dict], pairs: list[tuple[str, str]], sizes: list[int], *, condition: str = "resize",
+    threshold: float = CANVAS_THRESHOLD,
+) -> list[dict]:
+    """Paired per-seed accuracy differences *a minus b* between two schemes, labelled by a stated rule.
+
+    For every ``(a, b)`` of ``pairs`` and every size: the seeds both schemes have in
+    ``rows`` (rows of :func:`run_canvas_trial`), each seed's ``<condition>_acc_<size>`` of
+    ``a`` minus that of ``b`` (same seed, same test images), their mean and 95 %
+    t-interval (:func:`~posenc.book.results.paired_difference`) and a label:
+    ``"indistinguishable"`` where the interval contains 0; ``"higher"`` (``"lower"``)
+    where it lies above (below) 0 and the mean is at least ``threshold`` in size;
+    ``"under threshold"`` where it excludes 0 with a smaller mean.
+
+    Returns:
+        One dict per (pair, size) with the keys ``a``, ``b``, ``size``, ``per_seed``,
+        ``mean``, ``t95``, ``n``, ``a_lower`` (seeds where ``a`` scored lower) and ``label``.
+
+    Example:
+        >>> rows = [{"scheme": s, "seed": k, "resize_acc_32": v + 0.01 * k}
+        ...         for k in range(5) for s, v in (("learned_2d", 0.8), ("rope_mixed", 0.6))]
+        >>> [(d["size"], round(d["mean"], 2), d["label"]) for d in scheme_differences(rows, [("learned_2d", "rope_mixed")], [32])]
+        [(32, 0.2, 'higher')]
+    """
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise TypeError("rows must be a list of dicts (the rows of run_canvas_trial)")
+    if not isinstance(pairs, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairs):
+        raise TypeError(f"pairs must be a list of (scheme, scheme) pairs, got {pairs!r}")
+    if not isinstance(sizes, (list, tuple)):
+        raise TypeError(f"sizes must be a list of ints, got {sizes!r}")
+    condition = check_choice("condition", condition, ("resize", "canvas"))
+    threshold = check_positive_float("threshold", threshold)
+    out = []
+    for a, b in pairs:
+        check_choice("pairs", a, VISION_SCHEMES), check_choice("pairs", b, VISION_SCHEMES)
+        for size in sizes:
+            key = f"{condition}_acc_{check_int('sizes', size)}"
+            by_seed = {s: {r["seed"]: r[key] for r in rows if r.get("scheme") == s and key in r} for s in (a, b)}
+            seeds = sorted(set(by_seed[a]) & set(by_seed[b]))
+            if len(seeds) < 2:
+                raise ValueError(f"rows must hold {key} of {a!r} and {b!r} for at least 2 common seeds, got {len(seeds)}")
+            x, y = [by_seed[a][k] for k in seeds], [by_seed[b][k] for k in seeds]
+            d = paired_difference(x, y)
+            lo, hi = d["t95"]
+            if lo <= 0 <= hi:
+                label = "indistinguishable"
+            elif abs(d["mean"]) >= threshold:
+                label = "higher" if lo > 0 else "lower"
+            else:
+                label = "under threshold"
+            out.append({"a": a, "b": b, "size": size, "per_seed": [u - v for u, v in zip(x, y)], "mean": d["mean"],
+                        "t95": d["t95"], "n": d["n"], "a_lower": d["a_lower"], "label": label})
     return out
 
 

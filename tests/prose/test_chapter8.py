@@ -11,9 +11,6 @@ import torch
 import posenc
 from posenc.book import results, vision
 
-RESULTS = "vision_resolution.json"  # shipped with posenc.book
-
-
 def test_flattening_puts_vertical_neighbours_far_and_width_dependent():
     d4, d8 = vision.adjacency_distances(4, 64), vision.adjacency_distances(8, 64)
     for d in (d4, d8):
@@ -91,90 +88,128 @@ def test_exercise_3_wide_image():
         assert int(e[0, -5] - e[0, 5]) == advance
 
 
-# ----------------------------------------------------------------------------- the saved experiment
+# ----------------------------------------------------------------------------- the resolution tests (resize columns)
+
+# The chapter's resolution section reads the resize columns of the 10-seed run (vision_canvas.json).
+PAIRS = [(s, "none") for s in vision.VISION_SCHEMES if s != "none"] + [
+    ("rope_axial", "sincos_2d"), ("rope_mixed", "sincos_2d"), ("rope_mixed", "rope_axial"),
+    ("learned_2d", "rope_mixed"), ("learned_2d", "rope_axial")]
+SIZES = [12, 16, 20, 24, 32]
 
 
-def _rows():
-    return results.read_results(RESULTS)["rows"]
+def _scheme_cells():
+    rows = results.read_results("vision_canvas.json")["rows"]
+    return {(d["a"], d["b"], d["size"]): d for d in vision.scheme_differences(rows, PAIRS, SIZES)}
 
 
-def test_saved_experiment_is_complete_and_follows_the_protocol():
-    saved = results.read_results(RESULTS)
-    cfg = saved["config"]
-    assert cfg["train_size"] == 16 and cfg["patch"] == 4 and cfg["eval_sizes"] == [12, 16, 20, 24, 32]
-    rows = saved["rows"]
-    assert sorted((r["scheme"], r["seed"]) for r in rows) == sorted(
-        (s, seed) for s in vision.VISION_SCHEMES for seed in range(3)
-    )
-    for r in rows:
-        assert 0 <= r["best_epoch"] < r["epochs"] <= cfg["max_epochs"]
+def _resize_mean(scheme, n):
+    return float(np.mean([r[f"resize_acc_{n}"] for r in results.read_results("vision_canvas.json")["rows"]
+                          if r["scheme"] == scheme]))
 
 
-def _means(key_prefix="acc"):
-    rows = _rows()
-    out = {}
-    for s in vision.VISION_SCHEMES:
-        for n in (12, 16, 20, 24, 32):
-            vals = [r.get(f"{key_prefix}_{n}") for r in rows if r["scheme"] == s]
-            if all(v is not None for v in vals) and vals:
-                out[(s, n)] = float(np.mean(vals))
-    return out
+def test_scheme_differences_labels_follow_the_stated_rule():
+    for d in _scheme_cells().values():
+        lo, hi = d["t95"]
+        assert d["n"] == 10
+        if d["label"] == "indistinguishable":
+            assert lo <= 0 <= hi
+        elif d["label"] == "higher":
+            assert lo > 0 and d["mean"] >= vision.CANVAS_THRESHOLD
+        elif d["label"] == "lower":
+            assert hi < 0 and d["mean"] <= -vision.CANVAS_THRESHOLD
+        else:
+            assert d["label"] == "under threshold" and abs(d["mean"]) < vision.CANVAS_THRESHOLD
+    with pytest.raises(ValueError, match="pairs"):
+        vision.scheme_differences([], [("rope", "none")], [32])
+    with pytest.raises(ValueError, match="at least 2"):
+        vision.scheme_differences([], [("rope_axial", "none")], [32])
+    with pytest.raises(TypeError, match="pairs"):
+        vision.scheme_differences([], "rope_axial", [32])
 
 
-def test_reading_of_the_resolution_experiment():
-    m = _means()
+def test_reading_of_the_resolution_tests():
+    c = _scheme_cells()
+    label = {k: d["label"] for k, d in c.items()}
     positional = [s for s in vision.VISION_SCHEMES if s != "none"]
-    for s in positional:  # "every scheme with positions reaches 0.9 or more"
-        assert m[(s, 16)] >= 0.9 and m[(s, 16)] > m[("none", 16)] + 0.05
-    for n in (20, 24, 32):  # 1-D sin-cos near chance (0.1) at every other size
-        assert m[("sincos_1d", n)] < 0.2
-    # 2-D sin-cos: down to the position-free level at 24 px, below it at 32 px
-    assert m[("sincos_2d", 24)] < m[("none", 24)] + 0.05
-    assert m[("sincos_2d", 32)] < m[("none", 32)] - 0.1
-    # axial, mixed, learned stay far above the position-free model
-    for s in ("rope_axial", "rope_mixed", "learned_2d"):
-        for n in (24, 32):
-            assert m[(s, n)] > 0.6 and m[(s, n)] > m[("none", n)] + 0.15
-    # RoPE-Mixed at least as good as axial (within 0.03) at the larger sizes
-    for n in (20, 24, 32):
-        assert m[("rope_mixed", n)] >= m[("rope_axial", n)] - 0.03
-    # ... but with three seeds the 95% intervals of mixed and axial overlap at every size
-    from scipy import stats
-
-    rows = _rows()
-    for n in (20, 24, 32):
-        iv = {}
-        for s in ("rope_axial", "rope_mixed"):
-            v = np.array([r[f"acc_{n}"] for r in rows if r["scheme"] == s])
-            h = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-            iv[s] = (v.mean() - h, v.mean() + h)
-        assert iv["rope_mixed"][0] < iv["rope_axial"][1] and iv["rope_axial"][0] < iv["rope_mixed"][1]
-    # the interpolated learned table at 32 px: as good as the rotary schemes or better
-    assert m[("learned_2d", 32)] >= max(m[("rope_axial", 32)], m[("rope_mixed", 32)]) - 0.03
+    for s in positional:  # 0.9 or more at 16 px, higher than the position-free model in every seed
+        assert _resize_mean(s, 16) >= 0.9
+        assert label[(s, "none", 16)] == "higher" and c[(s, "none", 16)]["a_lower"] == 0
+    assert (round(_resize_mean("rope_axial", 16), 2), round(_resize_mean("sincos_1d", 16), 2),
+            round(_resize_mean("none", 16), 2), round(_resize_mean("none", 24), 2)) == (0.95, 0.95, 0.78, 0.42)
+    for n in (12, 20, 24, 32):  # 1-D sin-cos: near chance, lower than no positions
+        assert _resize_mean("sincos_1d", n) < 0.2 and label[("sincos_1d", "none", n)] == "lower"
+    assert round(_resize_mean("sincos_1d", 24), 2) == 0.13
+    # 2-D sin-cos against no positions: indistinguishable at 24, lower at 32
+    assert label[("sincos_2d", "none", 24)] == "indistinguishable"
+    assert label[("sincos_2d", "none", 32)] == "lower"
+    d24, d32 = c[("sincos_2d", "none", 24)], c[("sincos_2d", "none", 32)]
+    assert (round(d24["mean"], 2), round(d24["t95"][0], 2), round(d24["t95"][1], 2)) == (0.01, -0.12, 0.13)
+    assert (round(d32["mean"], 2), round(d32["t95"][0], 2), round(d32["t95"][1], 2)) == (-0.35, -0.39, -0.31)
 
 
-def test_position_interpolation_prediction_holds():
-    m, i = _means(), _means("iacc")
-    for s in ("sincos_2d", "rope_axial", "rope_mixed"):
-        gains = [i[(s, n)] - m[(s, n)] for n in (20, 24, 32)]
-        assert gains[-1] > 0.1, s  # a large recovery at 32 px
-        assert gains[0] <= gains[-1] + 0.02, s  # larger the further the plain coordinates extrapolate
-    assert i[("sincos_2d", 32)] > m[("sincos_2d", 32)] + 0.3
+def test_rope_against_the_fixed_2d_table():
+    c = _scheme_cells()
+    for s in ("rope_axial", "rope_mixed"):
+        for n in (12, 20, 24, 32):
+            assert c[(s, "sincos_2d", n)]["label"] == "higher", (s, n)
+        assert c[(s, "sincos_2d", 16)]["label"] == "indistinguishable"
+    d = c[("rope_axial", "sincos_2d", 32)]
+    assert (round(d["mean"], 2), round(d["t95"][0], 2), round(d["t95"][1], 2)) == (0.47, 0.38, 0.56)
+    d = c[("rope_axial", "sincos_2d", 20)]
+    assert round(d["mean"], 2) == 0.19 and d["a_lower"] == 1  # lower in 1 of 10 seeds
 
 
-def test_the_12_pixel_row_goes_against_staying_in_range():
-    # 12 px is a 3 x 3 grid: every coordinate (0-2) and offset (|d| <= 2) inside the trained 0-3
-    m = _means()
-    rows = _rows()
-    assert m[("sincos_2d", 12)] < m[("none", 12)]  # below the position-free model ...
-    gains = [r["iacc_12"] - r["acc_12"] for r in rows if r["scheme"] == "sincos_2d"]
-    assert len(gains) == 3 and min(gains) > 0.2  # ... and stretching by 4/3 helps in every seed
-    d = results.paired_difference([r["iacc_12"] for r in rows if r["scheme"] == "sincos_2d"],
-                                  [r["acc_12"] for r in rows if r["scheme"] == "sincos_2d"])
-    assert round(d["mean"], 2) == 0.31 and d["t95"][0] > 0.25
+def test_mixed_against_axial_indistinguishable_except_at_24():
+    c = _scheme_cells()
+    for n in (12, 16, 20, 32):
+        assert c[("rope_mixed", "rope_axial", n)]["label"] == "indistinguishable", n
+    assert c[("rope_mixed", "rope_axial", 24)]["label"] == "higher"
+    glued = {12: (-0.03, -0.09, 0.03), 24: (0.08, 0.01, 0.16), 32: (-0.05, -0.20, 0.11)}
+    for n, (m, lo, hi) in glued.items():
+        d = c[("rope_mixed", "rope_axial", n)]
+        assert (round(d["mean"], 2), round(d["t95"][0], 2), round(d["t95"][1], 2)) == (m, lo, hi), n
+
+
+def test_learned_table_beats_both_ropes_at_32_and_loses_at_20_24():
+    c = _scheme_cells()
+    d = c[("learned_2d", "rope_mixed", 32)]
+    assert d["label"] == "higher" and d["a_lower"] == 0 and min(d["per_seed"]) > 0  # in every seed
+    assert (round(d["mean"], 2), round(d["t95"][0], 2), round(d["t95"][1], 2)) == (0.25, 0.19, 0.31)
+    d = c[("learned_2d", "rope_axial", 32)]
+    assert d["label"] == "higher" and round(d["mean"], 2) == 0.20
+    for n in (20, 24):
+        assert c[("learned_2d", "rope_mixed", n)]["label"] == "lower"
+    assert [round(c[("learned_2d", "rope_mixed", n)]["mean"], 2) for n in (20, 24)] == [-0.07, -0.11]
+    # plain RoPE-Mixed at 32 px cannot be told from the position-free model
+    d = c[("rope_mixed", "none", 32)]
+    assert d["label"] == "indistinguishable"
+    assert (round(d["mean"], 2), round(d["t95"][0], 2), round(d["t95"][1], 2)) == (0.07, -0.02, 0.16)
+
+
+def test_scaled_coordinates_on_the_resized_images():
+    rows = results.read_results("vision_canvas.json")["rows"]
+    cells = {(d["scheme"], d["condition"], d["size"]): d for d in vision.canvas_differences(rows)}
+    iacc = lambda s, n: round(float(np.mean([r[f"resize_iacc_{n}"] for r in rows if r["scheme"] == s])), 2)  # noqa: E731
+    # at 32 px scaling recovers much, not all, of the 16-pixel accuracy
+    assert [(round(_resize_mean(s, 32), 2), iacc(s, 32)) for s in vision.REAL_COORDINATE_SCHEMES] == [
+        (0.14, 0.74), (0.61, 0.85), (0.56, 0.87)]
+    for s in vision.REAL_COORDINATE_SCHEMES:
+        assert iacc(s, 32) < _resize_mean(s, 16) - 0.05
+    # the 12-pixel row: 2-D sin-cos below the position-free model, and stretching by 4/3 helps in every seed
+    d = cells[("sincos_2d", "resize", 12)]
+    assert (round(d["mean"], 2), round(d["t95"][0], 2), round(d["t95"][1], 2)) == (0.31, 0.26, 0.36)
+    assert sum(x > 0 for x in d["per_seed"]) == 10
+    assert round(_resize_mean("sincos_2d", 12), 2) == 0.37 and round(_resize_mean("none", 12), 2) == 0.44
     # the scaled coordinates at 24 and 32 px are not inside the range: the last patch lands at 4 - 4/G
     assert [round(4 - 4 / g, 2) for g in (6, 8)] == [3.33, 3.5]
-    assert results.read_results(RESULTS)["config"]["max_zoom"] == 1.6
+    cfg = results.read_results("vision_canvas.json")["config"]
+    assert cfg["max_zoom"] == 1.6 and cfg["max_epochs"] == 60
+    assert sum(r["epochs"] == 60 for r in rows) == 15  # md-at-budget of md-n-runs
+    assert round(60 * results.read_results("vision_canvas.json")["provenance"]["core_hours"]) == 15  # md-core-minutes
+    # 12 px: the 2-D table is lower than the position-free model, paired by seed
+    d = _scheme_cells()[("sincos_2d", "none", 12)]
+    assert d["label"] == "lower"
+    assert (round(d["mean"], 2), round(d["t95"][0], 2), round(d["t95"][1], 2)) == (-0.08, -0.14, -0.01)
 
 
 def test_hunyuan_video_temporal_ladder_repeats_at_201_frames():
