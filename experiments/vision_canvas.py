@@ -4,8 +4,8 @@
     python experiments/vision_canvas.py --quick                                                 # a smoke run, nothing saved
 
 Why (issue 35, and the prediction written before any data in ``experiments/README.md``,
-"Chapter 8: resize against canvas"): the resolution experiment (``vision_resolution.py``)
-changes only how many pixels the same view gets, so "positions are learned in units of the
+"Chapter 8: resize against canvas"): the first resolution experiment (3 seeds, since retired)
+changed only how many pixels the same view gets, so "positions are learned in units of the
 object's size" and "coordinates must stay inside the trained range" predict the same
 recoveries there. This grid adds the condition where they disagree.
 

@@ -410,8 +410,9 @@ class TinyViT(nn.Module):
 class VisionConfig(TrialConfig):
     """One training recipe for every scheme (the one tuning rule of the experiment).
 
-    The defaults are the protocol that ran (``experiments/results/vision_resolution.json``,
-    ``"config"``): AdamW at 2e-3, batches of 128, at most 60 epochs, patience 8.
+    The defaults are the base of :class:`CanvasConfig`, the protocol that ran
+    (``vision_canvas.json``, ``"config"``): AdamW at 2e-3, batches of 128, at most 60
+    epochs, patience 8.
 
     AdamW at ``lr`` with weight decay ``weight_decay``, batches of ``batch_size``, at most
     ``max_epochs`` epochs; after every epoch the loss on the validation images (at the
@@ -555,7 +556,7 @@ def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, **unit) -
 
     Args:
         config: the grid's ``"config"`` (a :meth:`~posenc.book.engine.TrialConfig.to_dict`, as in
-            ``vision_resolution.json``; one with ``decay_rule`` is a :class:`CanvasConfig`).
+            ``vision_canvas.json``; one with ``decay_rule`` is a :class:`CanvasConfig`).
         seed: the run's seed.
         n: how many losses.
         scheme: the unit key of a row (one of :data:`VISION_SCHEMES`); the row's other

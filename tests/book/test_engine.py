@@ -106,7 +106,7 @@ def _saved(name: str) -> dict:
 def test_config_defaults_are_the_protocol_that_ran():
     assert training.RunConfig().to_dict() == _saved("alternatives.json")["config"]
     assert realtext.TextConfig().to_dict() == _saved("realtext.json")["protocol"]["config"]
-    assert vision.VisionConfig().to_dict() == _saved("vision_resolution.json")["config"]
+    assert vision.CanvasConfig().to_dict() == _saved("vision_canvas.json")["config"]
 
 
 def test_first_losses_of_chapter_6_are_those_of_train_model():
