@@ -421,10 +421,19 @@ def chapter_pdfs(book: Path, starts: dict[str, tuple[int, int]], dests: dict[str
     """Each numbered chapter of the joined ``book`` as a PDF of its own beside it
     (``chapter_pdf_name``): its pages as the book prints them (running head and page
     number included), a bookmark for the chapter and one per section, its own named
-    destinations; a link into another document of the book, which is not in the file,
-    is removed. Returns (path, pages) per chapter."""
+    destinations; a link into another document of the book (a citation, a reference to
+    another chapter), which is not in the file, goes to that page of the published site
+    (``meta.url``, from CITATION.cff), or is removed where there is none. Returns (path,
+    pages) per chapter."""
     from pypdf import PdfReader, PdfWriter
-    from pypdf.generic import ArrayObject, FloatObject, NameObject, NullObject, TextStringObject
+    from pypdf.generic import ArrayObject, DictionaryObject, FloatObject, NameObject, NullObject, TextStringObject
+
+    def online(dest: str) -> str | None:
+        if not meta.url.startswith(("https://", "http://")):
+            return None
+        doc_, _, frag = dest.partition("#")
+        return meta.url.rstrip("/") + "/" + urllib.parse.quote(doc_) + ".html" + (
+            "#" + urllib.parse.quote(frag) if frag and frag != "__start" else "")
 
     reader = PdfReader(book)
     out = []
@@ -454,7 +463,12 @@ def chapter_pdfs(book: Path, starts: dict[str, tuple[int, int]], dests: dict[str
                 annot = ref.get_object()
                 dest = annot.get("/Dest") if annot.get("/Subtype") == "/Link" else None
                 if dest is not None and not isinstance(dest.get_object(), list) and str(dest) not in own:
-                    continue  # into another document of the book
+                    url = online(str(dest))  # into another document of the book
+                    if url is None:
+                        continue
+                    del annot["/Dest"]
+                    annot[NameObject("/A")] = DictionaryObject(
+                        {NameObject("/S"): NameObject("/URI"), NameObject("/URI"): TextStringObject(url)})
                 keep.append(ref)
             pg[NameObject("/Annots")] = keep
         title = f"{num}. {labels.get(doc, doc)}"

@@ -431,11 +431,13 @@ def test_pdf_no_empty_code_frames(pdf, site_dir: Path):  # noqa: F811
 def test_pdf_one_per_chapter(pdf, site_dir: Path):  # noqa: F811
     """Reading item 3: beside the whole book, each chapter is a PDF of its own
     (``posenc-book-ch06.pdf``): the chapter's pages as the book prints them, its bookmark
-    with one per section, no link to the print server, no link to a destination it lacks."""
+    with one per section, no link to the print server, no link to a destination it lacks,
+    links out of the chapter (citations, other chapters) to the published site."""
     from pypdf import PdfReader
 
     reader, _ = pdf
     pdf_book = _pdf_book()
+    site_url = pdf_book.book_meta(Path(__file__).resolve().parents[2]).url
     chapters = _chapter_ranges(reader, site_dir)
     outline = reader.outline
     kids = {}
@@ -463,7 +465,12 @@ def test_pdf_one_per_chapter(pdf, site_dir: Path):  # noqa: F811
         local, dangling, _ = _bad_links(ch)
         problems += [f"{path.name} {x} (the print server)" for x in local]
         problems += [f"{path.name} {x} (a missing destination)" for x in dangling]
-        print(f"\n{path.name}: {len(ch.pages)} pages, {len(sub)} section bookmarks")
+        # a citation or a reference to another chapter leads to the published site
+        online = sum(1 for _, a in _links(ch) if a.get("/A") is not None
+                     and str(a["/A"].get_object().get("/URI", "")).startswith(site_url))
+        if site_url and not online:
+            problems.append(f"{path.name}: no link out of the chapter goes to the published site {site_url}")
+        print(f"\n{path.name}: {len(ch.pages)} pages, {len(sub)} section bookmarks, {online} links to the site")
     assert not problems, "\n".join(problems[:30])
 
 

@@ -98,7 +98,7 @@ CHROMIUM_ARGS = [
 ]
 
 
-PAGE_TIMEOUT_MS = 30_000
+PAGE_TIMEOUT_MS = 60_000  # a loaded 2-core machine took over 30 s for one page
 
 
 THEMES = ("light", "dark")
@@ -1460,7 +1460,7 @@ def test_explorer_multidim_matches_posenc(explorer_at):
     assert maps.nth(1).inner_html() != before, "choosing 1-D ids left the score map unchanged"
     assert "1-D ids" in root.locator(".explorer-readout").inner_text()
     assert maps.nth(1).locator("rect.query-cell").count() == 1
-    labels = maps.nth(1).locator("text.label").all_inner_texts()
+    labels = maps.nth(1).locator("text.label").all_text_contents()
     assert {"row", "column", "score"} <= set(labels), labels
     root.locator('select[name="ids"]').select_option("2d")
     root.locator('select[name="scheme"]').select_option("sincos_2d")
