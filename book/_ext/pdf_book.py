@@ -442,7 +442,8 @@ def chapter_pdfs(book: Path, starts: dict[str, tuple[int, int]], dests: dict[str
             continue
         first, end = starts[doc]
         w = PdfWriter()
-        w.append(reader, pages=(first, end), import_outline=False)
+        for i in range(first, end):  # add_page keeps every link (append drops those that leave the range)
+            w.add_page(reader.pages[i])
         root_names = w._root_object.get("/Names")
         if root_names is not None and "/Dests" in root_names.get_object():
             del root_names.get_object()["/Dests"]
