@@ -13,8 +13,9 @@ their inline scripts end up twice in every page (once with ``filename=None``, on
 * adds the book's own style sheet ``book/_static/posenc-site.css`` (contrast fixes, print
   style);
 * ends every page's footer with links to the repository (the one place its URL is
-  written is ``repository.url`` in ``_config.yml``) and to the PDF of the whole book
-  (``pdf_book.py``, which removes that link again where it cannot print the PDF);
+  written is ``repository.url`` in ``_config.yml``), to the PDF of the whole book and, on
+  a chapter's page, to that chapter's own PDF (``pdf_book.py``, which removes these links
+  again where it cannot print the PDF);
 * gives the print title of a numbered page (the theme prints its own h1, without the
   number) the chapter's number, as the site's heading has it;
 * keeps every glyph of the icon fonts that the theme's style sheet draws without an
@@ -63,6 +64,12 @@ from sphinx.util import logging
 logger = logging.getLogger(__name__)
 
 PDF_NAME = "posenc-book.pdf"  # written by pdf_book.py
+
+
+def chapter_pdf_name(number: str) -> str:
+    """The file of chapter ``number``'s own PDF, beside the whole book's (pdf_book.py):
+    ``posenc-book-ch06.pdf``."""
+    return f"posenc-book-ch{int(str(number).split('.')[0]):02d}.pdf"
 _STATIC = Path(__file__).resolve().parent.parent / "_static"
 # MathJax 4 (package.json, installed by `npm ci`): it breaks long display equations to the
 # width of the screen; MathJax 3 (sphinx-mathjax-offline, the fallback) cuts them.
@@ -161,6 +168,10 @@ def _footer_links(app, context) -> None:
         links.append(f'Source: <a href="{html.escape(repo)}">the repository</a>.')
     if pathto is not None:
         links.append(f'The whole book as a <a class="posenc-pdf-link" href="{pathto(PDF_NAME, 1)}">PDF</a>.')
+        number = (getattr(app.env, "toc_secnumbers", {}).get(context.get("pagename"), {}) or {}).get("")
+        if number:  # a chapter: its own PDF too
+            links.append(f'This chapter alone as a <a class="posenc-pdf-link" '
+                         f'href="{pathto(chapter_pdf_name(str(number[0])), 1)}">PDF</a>.')
     if links:
         context["theme_extra_footer"] = (context.get("theme_extra_footer") or "") + "<p>" + " ".join(links) + "</p>"
 

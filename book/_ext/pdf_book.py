@@ -8,9 +8,13 @@ a book:
 
 * a cover: title, authors, version and release date (``CITATION.cff``), licences, the
   date it was printed;
-* a contents page with the page number of every document;
+* contents with the page number of every document and, indented under it, of each of its
+  sections;
 * the chapters' numbers in their headings (as the site shows them) and in the bookmarks
   (one per document, with one under it per section);
+* beside the whole book, each chapter as a PDF of its own (``posenc-book-ch06.pdf``,
+  ``chapter_pdfs``): its pages as the book prints them, its bookmarks, its own links (a
+  teacher printing one chapter pays for that chapter only);
 * links that stay in the book: every destination is named for its document
   (``notebooks/06_alternatives#summary``, so one chapter's "Summary" is not another's), and
   a link to another page of the book goes to its destination there, not to the local
@@ -23,13 +27,14 @@ a book:
 * solutions and other toggled boxes expanded, the explorers as their static figures (the
   print style sheet, ``book/_static/posenc-site.css``).
 
-Every page of the site links to the PDF from its footer (``offline_site.py``).
+Every page of the site links to the PDF from its footer, and a chapter's page to the
+chapter's own PDF (``offline_site.py``).
 
 Nothing is fetched from the network: the browser aborts every request that is not to the
 local server. Where Playwright, Chromium or pypdf is missing, the PDF is not built: the
 build says so in capitals with the reason and what to install (an info message, not a
 warning, so that ``-W`` builds still pass), removes any PDF left by an earlier build and
-takes the footer's link to the PDF out of every page; ``tests/site/test_pdf.py`` then
+takes the footers' links to the PDFs out of every page; ``tests/site/test_pdf.py`` then
 skips, saying why.
 """
 
@@ -49,12 +54,12 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from offline_site import PDF_NAME, chapter_pdf_name  # the names the footers link to
 from sphinx.util import logging
 from sphinx.util.console import bold
 
 logger = logging.getLogger(__name__)
 
-PDF_NAME = "posenc-book.pdf"
 
 _CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions"]
@@ -102,7 +107,11 @@ _PREPARE_JS = """
     }
     if (lines.length > 1 && lines[lines.length - 1].length === 0) lines.pop();
     pre.textContent = '';
-    for (const parts of lines) {
+    // a code cell's frame breaks with its code (posenc-site.css): a short cell moves whole,
+    // a long one keeps two lines on either side of a break
+    const cell = pre.closest('div.cell_input');
+    if (cell && lines.length <= 6) cell.classList.add('posenc-short');
+    lines.forEach((parts, i) => {
       const span = document.createElement('span');
       span.className = 'posenc-line';
       if (!parts.length) span.appendChild(document.createTextNode('\\u200b'));
@@ -110,8 +119,12 @@ _PREPARE_JS = """
       // a wrapped line continues 4 columns right of where its own text starts
       const hang = span.textContent.match(/^ */)[0].length + 4;
       span.style.cssText = `display: block; padding-left: ${hang}ch; text-indent: -${hang}ch;`;
+      // no break between the frame's top and its first two lines, nor between its last
+      // two lines and its bottom: a frame never starts or ends a page empty
+      if (i < 1) { span.style.breakBefore = 'avoid'; span.style.breakAfter = 'avoid'; }
+      if (i >= lines.length - 1) { span.style.breakBefore = 'avoid'; span.style.breakAfter = 'avoid'; }
       pre.appendChild(span);
-    }
+    });
   }
   const targets = document.createElement('div');
   targets.hidden = true;
@@ -233,13 +246,14 @@ h1 {{ font-size: 30pt; line-height: 1.2; margin: 0 0 10mm; }}
 </div></body></html>"""
 
 
-def _toc_html(entries: list[tuple[str, str, int]]) -> str:
-    """The contents page: (number, title, page) per document, page numbers at the right."""
+def _toc_html(entries: list[tuple[str, str, int, int]]) -> str:
+    """The contents pages: (number, title, page, level) per document (level 0) and per
+    section of a document (level 1, indented under it), page numbers at the right."""
     e = html_lib.escape
     rows = "".join(
-        f'<li class="{"chapter" if num else "other"}"><span class="num">{e(num)}</span>'
+        f'<li class="{"section" if level else "chapter" if num else "other"}"><span class="num">{e(num)}</span>'
         f'<span class="title">{e(title)}</span><span class="dots"></span><span class="page">{page}</span></li>'
-        for num, title, page in entries
+        for num, title, page, level in entries
     )
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Contents</title>
 <style>{_PAGE_CSS}
@@ -248,6 +262,9 @@ h1 {{ font-size: 22pt; margin: 0 0 12mm; }}
 ol {{ list-style: none; padding: 0; margin: 0; font-size: 12pt; }}
 li {{ display: flex; align-items: baseline; margin: 0 0 4mm; break-inside: avoid; }}
 li.chapter {{ font-weight: bold; }}
+li.section {{ font-size: 10pt; margin: 0 0 1.6mm 9mm; }}
+li.section .num {{ min-width: 0; }}
+li.section + li:not(.section) {{ margin-top: 4mm; }}
 .num {{ min-width: 9mm; }}
 .dots {{ flex: 1; border-bottom: 1pt dotted #888; margin: 0 2mm; }}
 .page {{ min-width: 8mm; text-align: right; font-variant-numeric: tabular-nums; }}
@@ -334,12 +351,19 @@ def build_pdf(outdir: Path, pages: list[str], titles: dict[str, str] | None = No
                 # front matter: the cover, then the contents (printed again if its own
                 # length moves the page numbers)
                 cover = _print_html(page, _cover_html(meta), PdfReader)
+                # each section's page within its document (its named destination there)
+                within: dict[str, list[tuple[str, int]]] = {}
+                for doc, label, reader in parts:
+                    named = {str(k).lstrip("/"): v for k, v in reader.named_destinations.items()}
+                    within[doc] = [(stitle, reader.get_destination_page_number(named[sid]))
+                                   for sid, stitle in sections.get(doc, []) if sid in named]
                 n_toc, toc = 1, None
-                for _ in range(3):
+                for _ in range(4):
                     first = len(cover.pages) + n_toc + 1
                     entries, at = [], first
                     for doc, label, reader in parts:
-                        entries.append((numbers.get(doc, ""), label, at))
+                        entries.append((numbers.get(doc, ""), label, at, 0))
+                        entries += [("", stitle, at + k, 1) for stitle, k in within[doc]]
                         at += len(reader.pages)
                     toc = _print_html(page, _toc_html(entries), PdfReader)
                     if len(toc.pages) == n_toc:
@@ -383,9 +407,83 @@ def build_pdf(outdir: Path, pages: list[str], titles: dict[str, str] | None = No
     target = outdir / PDF_NAME
     with open(target, "wb") as fh:
         writer.write(fh)
+    labels = {doc: label for doc, label, _ in parts}
+    chapters = chapter_pdfs(target, starts, dests, numbers, labels, sections, meta)
     logger.info(f"[pdf] {target.name}: {len(writer.pages)} pages (cover, {len(toc.pages)} of contents, "
-                f"{len(pages)} documents) in {time.time() - t0:.0f} s")
+                f"{len(pages)} documents) in {time.time() - t0:.0f} s; one PDF per chapter: "
+                + ", ".join(f"{p.name} ({n} pages)" for p, n in chapters))
     return target
+
+
+def chapter_pdfs(book: Path, starts: dict[str, tuple[int, int]], dests: dict[str, tuple[int, float, float]],
+                 numbers: dict[str, str], labels: dict[str, str], sections: dict[str, list],
+                 meta: BookMeta) -> list[tuple[Path, int]]:
+    """Each numbered chapter of the joined ``book`` as a PDF of its own beside it
+    (``chapter_pdf_name``): its pages as the book prints them (running head and page
+    number included), a bookmark for the chapter and one per section, its own named
+    destinations; a link into another document of the book (a citation, a reference to
+    another chapter), which is not in the file, goes to that page of the published site
+    (``meta.url``, from CITATION.cff), or is removed where there is none. Returns (path,
+    pages) per chapter."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import ArrayObject, DictionaryObject, FloatObject, NameObject, NullObject, TextStringObject
+
+    def online(dest: str) -> str | None:
+        if not meta.url.startswith(("https://", "http://")):
+            return None
+        doc_, _, frag = dest.partition("#")
+        return meta.url.rstrip("/") + "/" + urllib.parse.quote(doc_) + ".html" + (
+            "#" + urllib.parse.quote(frag) if frag and frag != "__start" else "")
+
+    reader = PdfReader(book)
+    out = []
+    for doc, num in numbers.items():
+        if doc not in starts:
+            continue
+        first, end = starts[doc]
+        w = PdfWriter()
+        for i in range(first, end):  # add_page keeps every link (append drops those that leave the range)
+            w.add_page(reader.pages[i])
+        root_names = w._root_object.get("/Names")
+        if root_names is not None and "/Dests" in root_names.get_object():
+            del root_names.get_object()["/Dests"]
+        own = {name: (at - first, left, top) for name, (at, left, top) in dests.items()
+               if name.startswith(doc + "#") and first <= at < end}
+        own[f"{doc}#__start"] = (0, 0.0, 0.0)
+        for name, (at, left, top) in sorted(own.items()):
+            w.add_named_destination_array(
+                TextStringObject(name),
+                ArrayObject([w.pages[at].indirect_reference, NameObject("/XYZ"), FloatObject(left),
+                             FloatObject(top), NullObject()]))
+        for pg in w.pages:
+            annots = pg.get("/Annots")
+            if annots is None:
+                continue
+            keep = ArrayObject()
+            for ref in annots.get_object():
+                annot = ref.get_object()
+                dest = annot.get("/Dest") if annot.get("/Subtype") == "/Link" else None
+                if dest is not None and not isinstance(dest.get_object(), list) and str(dest) not in own:
+                    url = online(str(dest))  # into another document of the book
+                    if url is None:
+                        continue
+                    del annot["/Dest"]
+                    annot[NameObject("/A")] = DictionaryObject(
+                        {NameObject("/S"): NameObject("/URI"), NameObject("/URI"): TextStringObject(url)})
+                keep.append(ref)
+            pg[NameObject("/Annots")] = keep
+        title = f"{num}. {labels.get(doc, doc)}"
+        item = w.add_outline_item(title, 0)
+        for sid, stitle in sections.get(doc, []):
+            if f"{doc}#{sid}" in own:
+                w.add_outline_item(stitle, own[f"{doc}#{sid}"][0], parent=item)
+        w.add_metadata({"/Title": f"{meta.title}: {title}", "/Author": meta.authors,
+                        "/Subject": f"Chapter {num} of {meta.title}" + (f", version {meta.version}" if meta.version else "")})
+        path = book.parent / chapter_pdf_name(num)
+        with open(path, "wb") as fh:
+            w.write(fh)
+        out.append((path, end - first))
+    return out
 
 
 def _link_target(annot, doc: str, base: str) -> tuple[str, str] | None:
@@ -464,7 +562,87 @@ def link_pdf(writer, base: str, starts: dict[str, tuple[int, int]],
     return counts
 
 
-_PDF_LINK = re.compile(r'\s*The whole book as a <a class="posenc-pdf-link" href="[^"]*">PDF</a>\.')
+# The left border of a code cell's frame (MyST-NB's --mystnb-source-margin-color: green),
+# as Chromium fills it on each page the frame spans.
+FRAME_RGB = (0.0, 0.502, 0.0)
+
+
+def _affine(a: list[float], b: list[float]) -> list[float]:
+    """The PDF matrix product a x b of two [a b c d e f] affine maps."""
+    return [a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3], a[2] * b[0] + a[3] * b[2],
+            a[2] * b[1] + a[3] * b[3], a[4] * b[0] + a[5] * b[2] + b[4], a[4] * b[1] + a[5] * b[3] + b[5]]
+
+
+def _page_paint(page, reader) -> tuple[list[tuple[tuple, tuple]], list[tuple[float, float]]]:
+    """What a page paints: (fill colour, bounding box clipped to the clip in force) of each
+    filled path, and the origin of each text run, in page coordinates (points)."""
+    from pypdf.generic import ContentStream
+
+    def at(m, x, y):
+        return m[0] * x + m[2] * y + m[4], m[1] * x + m[3] * y + m[5]
+
+    ctm, clip, fill, stack, path, clipping = [1.0, 0, 0, 1.0, 0, 0], None, None, [], [], False
+    fills, runs, tm = [], [], [1.0, 0, 0, 1.0, 0, 0]
+    for args, op in ContentStream(page.get_contents(), reader).operations:
+        if op == b"q":
+            stack.append((ctm, clip, fill))
+        elif op == b"Q" and stack:
+            ctm, clip, fill = stack.pop()
+        elif op == b"cm":
+            ctm = _affine([float(x) for x in args], ctm)
+        elif op in (b"rg", b"sc", b"scn") and len(args) == 3:
+            fill = tuple(round(float(x), 3) for x in args)
+        elif op in (b"m", b"l"):
+            path.append(at(ctm, float(args[0]), float(args[1])))
+        elif op == b"c":
+            path.append(at(ctm, float(args[4]), float(args[5])))
+        elif op == b"re":
+            x, y, w, h = map(float, args)
+            path += [at(ctm, x, y), at(ctm, x + w, y + h), at(ctm, x, y + h), at(ctm, x + w, y)]
+        elif op in (b"W", b"W*"):
+            clipping = True
+        elif op in (b"n", b"f", b"f*", b"F", b"B", b"B*", b"b", b"b*", b"S", b"s"):
+            if path:
+                xs, ys = [p[0] for p in path], [p[1] for p in path]
+                box = (min(xs), min(ys), max(xs), max(ys))
+                if clip is not None:
+                    box = (max(clip[0], box[0]), max(clip[1], box[1]), min(clip[2], box[2]), min(clip[3], box[3]))
+                if clipping:
+                    clip = box
+                elif op not in (b"n", b"S", b"s") and box[2] > box[0] and box[3] > box[1]:
+                    fills.append((fill, box))
+            path, clipping = [], False
+        elif op == b"BT":
+            tm = [1.0, 0, 0, 1.0, 0, 0]
+        elif op == b"Tm":
+            tm = [float(x) for x in args]
+        elif op in (b"Td", b"TD"):
+            tm = _affine([1.0, 0, 0, 1.0, float(args[0]), float(args[1])], tm)
+        elif op in (b"Tj", b"TJ", b"'", b'"'):
+            runs.append(at(_affine(tm, ctm), 0, 0))
+    return fills, runs
+
+
+def code_frames(path: Path, pages: range | None = None) -> list[dict]:
+    """Every piece of a code cell's frame in the PDF at ``path`` (its left border as filled
+    on one page), with the number of text runs beside it: a piece with none is an empty
+    frame (the frame's top at the foot of a page, its code on the next). ``pages``: the
+    page indices to read (all by default)."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(path)
+    out = []
+    for i in pages if pages is not None else range(len(reader.pages)):
+        fills, runs = _page_paint(reader.pages[i], reader)
+        for colour, (x0, y0, x1, y1) in fills:
+            if colour != FRAME_RGB or x1 - x0 > 8:
+                continue
+            text = sum(1 for x, y in runs if y0 - 1 <= y <= y1 + 1 and x > x1)
+            out.append({"page": i + 1, "top": round(y1, 1), "height": round(y1 - y0, 1), "text_runs": text})
+    return out
+
+
+_PDF_LINK = re.compile(r'\s*(?:The whole book|This chapter alone) as a <a class="posenc-pdf-link" href="[^"]*">PDF</a>\.')
 
 
 def _drop_pdf_links(outdir: Path) -> int:
@@ -480,9 +658,9 @@ def _drop_pdf_links(outdir: Path) -> int:
 
 
 def _not_built(outdir: Path, why: str) -> None:
-    """Say plainly that there is no PDF, and take its link out of the pages."""
-    stale = outdir / PDF_NAME
-    stale.unlink(missing_ok=True)  # a PDF left by an earlier build would not match the site
+    """Say plainly that there is no PDF, and take its links out of the pages."""
+    for stale in [outdir / PDF_NAME, *outdir.glob(chapter_pdf_name("1").replace("01", "[0-9][0-9]"))]:
+        stale.unlink(missing_ok=True)  # a PDF left by an earlier build would not match the site
     n = _drop_pdf_links(outdir)
     logger.info(bold(f"[pdf] THE PDF WAS NOT BUILT: {why}. ") + f"The footers of {n} pages no longer link to it. "
                 "To print it, install Chromium (Debian/Ubuntu: apt-get install chromium, or: "

@@ -16,7 +16,10 @@
   "use strict";
   var X = window.posencExplorers;
   if (!X || !X.register) return;
-  var el = X.svgElement, fmt = X.fmt;
+  var el = X.svgElement, fmt = X.fmt, select = X.select;
+
+  // three significant digits, no digit-group ambiguity: 10.0, 14.1, 0.0781 (not "10.000")
+  function sig(x) { return Number(x.toPrecision(3)).toString().replace(/^(-?\d+)$/, "$1.0"); }
 
   // ------------------------------------------------------------------ the formulas
   // posenc.alibi_slopes: 2**(-8h/p) for the largest power of two p <= n, then the first
@@ -74,6 +77,42 @@
       if (m !== 0) out.push(d0 + m * period);
     }
     return out;
+  }
+
+  // The whole head's highest local maximum in (lo, hi) other than its peak at d0: the
+  // score is sampled every 0.1 position (its pairs turn by at most 1 rad per position, so
+  // a sample lies within 0.05 of each maximum and at most 0.00125 below it), the sampled
+  // maxima that can still be the highest refined by golden section to 1e-9, the peak at
+  // d0 left out. Returns [score, d], or [null, null] where there is none.
+  function aliasBestOther(dh, base, d0, lo, hi) {
+    var w = ropeFrequencies(dh, base), nw = w.length;
+    var f = function (d) {
+      var s = 0;
+      for (var j = 0; j < nw; j++) s += Math.cos(w[j] * (d - d0));
+      return s / nw;
+    };
+    var step = 0.1, n = Math.floor((hi - lo) / step), v = new Float64Array(n + 1);
+    for (var i = 0; i <= n; i++) v[i] = f(lo + i * step);
+    var cand = [], top = -Infinity;
+    for (var k = 1; k < n; k++) {
+      var a0 = lo + (k - 1) * step, b0 = lo + (k + 1) * step;
+      if (!(v[k] >= v[k - 1] && v[k] >= v[k + 1]) || (a0 <= d0 && d0 <= b0)) continue;
+      cand.push(k);
+      top = Math.max(top, v[k]);
+    }
+    var best = null, at = null, g = (Math.sqrt(5) - 1) / 2;
+    cand.forEach(function (k) {
+      if (v[k] < top - 0.005) return;  // cannot be the highest
+      var a = lo + (k - 1) * step, b = lo + (k + 1) * step;
+      var c = b - g * (b - a), e = a + g * (b - a), fc = f(c), fe = f(e);
+      while (b - a > 1e-9) {
+        if (fc >= fe) { b = e; e = c; fe = fc; c = b - g * (b - a); fc = f(c); }
+        else { a = c; c = e; fc = fe; e = a + g * (b - a); fe = f(e); }
+      }
+      var x = (a + b) / 2, fx = f(x);
+      if (best === null || fx > best + 1e-12) { best = fx; at = x; }
+    });
+    return [best, at];
   }
 
   // ------------------------------------------------------------------ drawing helpers
@@ -184,8 +223,8 @@
           (lo === far ? "with every offset ≤ " + hi : "with the offsets " + lo + " to " + hi);
       bucketSvg.setAttribute("aria-label", "T5 bucket of every offset from " + -span + " to " + span + ", " + nb +
           " buckets, max distance " + md + (bidi ? ", bidirectional" : ", causal") + "; the offsets \u00b1" + D + " marked.");
-      ui.note.textContent = "ALiBi, " + n + " heads: at distance " + D + " head 1 subtracts " + fmt(m[0] * D, 3) +
-          " from the score and the gentlest head " + fmt(Math.min.apply(null, m) * D, 3) + " (a fixed line per head, " +
+      ui.note.textContent = "ALiBi, " + n + " heads: at distance " + D + " head 1 subtracts " + sig(m[0] * D) +
+          " from the score and the gentlest head " + sig(Math.min.apply(null, m) * D) + " (a fixed line per head, " +
           "no parameter). T5, " + nb + " buckets: the key " + D + " before the query falls in bucket " + back + " (" +
           shared + ")" + (bidi ? ", the key " + D + " after it in bucket " + ahead : "; later keys are masked (bucket 0)") +
           "; each bucket has one learned bias per head.";
@@ -243,17 +282,20 @@
         sr[0].forEach(function (v, i) { d += (i ? "L" : "M") + a.X(ds[i]).toFixed(1) + " " + a.Y(v).toFixed(1); });
         el("path", { d: d, class: "series " + sr[1] }, svg);
       });
-      // the highest score of the whole head away from d0 (more than half a period of the fastest pair)
-      var best = -2, at = 0;
-      ds.forEach(function (d, i) { if (Math.abs(d - t) > Math.PI && whole[i] > best) { best = whole[i]; at = d; } });
+      // the whole head's highest local maximum other than d0 (not the flank of the peak at d0)
+      var other = aliasBestOther(w, base, t, 0, hi), best = other[0], at = other[1];
+      if (best !== null) {
+        el("circle", { cx: a.X(at), cy: a.Y(best), r: 4, class: "tip s0" }, svg);
+      }
       var period = (2 * Math.PI) / omega;
       svg.setAttribute("aria-label", "RoPE score against the distance 0 to " + hi + " for head width " + w + ", base " +
           fmt(base, 0) + ", query matching offset " + t + "; pair " + j + " alone peaks again every " + fmt(period, 1) + " positions.");
       ui.note.textContent = "Pair " + j + " turns by \u03c9_j = " + fmt(omega, 4) + " rad per position: alone it repeats every " +
           fmt(period, 1) + " positions, so it scores d\u2080 + " + fmt(period, 1) + "\u00b7m exactly like d\u2080 = " + t +
           (peaks.length ? " (" + peaks.length + " such peaks shown)" : " (none in this range)") + ". The whole head's " +
-          w / 2 + " pairs disagree there: its best score away from d\u2080 is " + best.toFixed(3) + " at d \u2248 " +
-          fmt(at, 1) + ", against 1 at d\u2080.";
+          w / 2 + " pairs disagree there: " + (best === null ? "no other peak in this range" :
+          "its highest peak other than d\u2080 (the dot) is " + best.toFixed(3) + " at d \u2248 " + fmt(at, 2)) +
+          ", against 1 at d\u2080.";
       root.dataset.state = [w, fmt(base, 0), t, j, hi].join("/");
     }
     [dh, b, d0, pair, range].forEach(function (s) { s.addEventListener("input", draw); });
@@ -263,27 +305,6 @@
   // ------------------------------------------------------------------ 3. the results
   // Accuracy at each position of the 4x sequences (mean over the seeds), one line per
   // scheme, from the saved results embedded in the page by book/_ext/explorers.py.
-  function select(box, name, label, options, value) {
-    var row = document.createElement("div");
-    row.className = "explorer-control";
-    var id = "explorer-" + name + "-" + Math.random().toString(36).slice(2, 8);
-    var lab = document.createElement("label");
-    lab.setAttribute("for", id);
-    lab.textContent = label;
-    var sel = document.createElement("select");
-    sel.id = id; sel.name = name;
-    options.forEach(function (o) {
-      var opt = document.createElement("option");
-      opt.value = o[0]; opt.textContent = o[1];
-      if (o[0] === value) opt.selected = true;
-      sel.appendChild(opt);
-    });
-    var spacer = document.createElement("span");
-    row.appendChild(lab); row.appendChild(sel); row.appendChild(spacer);
-    box.appendChild(row);
-    return sel;
-  }
-
   function resultsData(root) {
     var holder = root.querySelector("script.explorer-data");
     return holder ? JSON.parse(holder.textContent) : null;
@@ -362,4 +383,6 @@
   X.ropeFrequencies = ropeFrequencies;
   X.aliasScore = aliasScore;
   X.aliasPeaks = aliasPeaks;
+  X.aliasBestOther = aliasBestOther;
+  X.sig = sig;
 })();

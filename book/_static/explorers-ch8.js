@@ -4,7 +4,9 @@
  *   of the flattened sequence, 2-D (row, column), or M-RoPE (time, height, width) after a
  *   text prefix), and the score of one query patch over the first frame under axial RoPE,
  *   RoPE-Mixed (one direction, the paper's initialisation) or the 2-D sin-cos table, for
- *   query and key vectors that are equal (all ones) so that only position differs.
+ *   query and key vectors that are equal (all ones) so that only position differs; with
+ *   1-D ids the map is the score over the index offset (RoPE over the index, or the
+ *   1-D sin-cos table). The map has its rows, columns, query cell and a colour bar.
  *
  * Registered with explorers.js (loaded first, see book/_ext/explorers.py). The formulas
  * are posenc's (posenc/multimodal.py, posenc/book/vision.py query_scores); the browser
@@ -52,13 +54,33 @@
     return s;
   }
 
-  // scores of query (qr, qc) against every patch of an H x W grid, row-major
-  function scoreMap(scheme, H, W, qr, qc, d, angle) {
+  // With 1-D ids the grid is a sequence: the score depends on the index offset k only.
+  // RoPE over the index (base 100, as axial RoPE): every pair (1, 1) of the d/2 gives
+  // 2 cos(k base**(-2j/d)) (posenc.apply_rotary); the 1-D sin-cos table (base 10000):
+  // sum_j cos(k 10000**(-2j/d)) (posenc.sinusoidal_encoding).
+  function ropeScore1d(k, d, base) {
+    var s = 0;
+    for (var j = 0; j < Math.floor(d / 2); j++) s += 2 * Math.cos(k * Math.pow(base, (-2 * j) / d));
+    return s;
+  }
+
+  function sincosScore1d(k, d) {
+    var s = 0;
+    for (var j = 0; j < Math.floor(d / 2); j++) s += Math.cos(k * Math.pow(10000, (-2 * j) / d));
+    return s;
+  }
+
+  // scores of query (qr, qc) against every patch of an H x W grid, row-major, under
+  // `scheme` with the ids of `kind` ("2d" and "mrope" give the same offsets within a
+  // frame; "1d" gives the index offset (r - qr) W + (c - qc), and both RoPE schemes
+  // become RoPE over the index)
+  function scoreMap(scheme, H, W, qr, qc, d, angle, kind) {
     var out = [];
     for (var r = 0; r < H; r++) {
       for (var c = 0; c < W; c++) {
         var dr = r - qr, dc = c - qc;
-        if (scheme === "rope_axial") out.push(axialScore(dr, dc, d, 100));
+        if (kind === "1d") out.push(scheme === "sincos_2d" ? sincosScore1d(dr * W + dc, d) : ropeScore1d(dr * W + dc, d, 100));
+        else if (scheme === "rope_axial") out.push(axialScore(dr, dc, d, 100));
         else if (scheme === "rope_mixed") out.push(mixedScore(dr, dc, d, 10, angle));
         else out.push(sincosScore(dr, dc, d));
       }
@@ -94,13 +116,48 @@
     return x >= 0 ? "rgb(255," + a + "," + a + ")" : "rgb(" + a + "," + a + ",255)";
   }
 
+  // the score map of the first frame: rows and columns numbered, the query cell outlined,
+  // a colour bar from -vmax to +vmax at the right
+  function drawMap(svg, s, h, w, r0, c0, vmax) {
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+    svg.setAttribute("viewBox", "0 0 640 280");
+    var L = 70, T = 30, mc = Math.min(470 / w, 232 / h);
+    el("text", { x: L + (w * mc) / 2, y: 14, "text-anchor": "middle", class: "label" }, svg).textContent = "column";
+    el("text", { x: 16, y: T + (h * mc) / 2, "text-anchor": "middle", class: "label",
+                 transform: "rotate(-90 16 " + (T + (h * mc) / 2) + ")" }, svg).textContent = "row";
+    for (var c = 0; c < w; c++) {
+      el("text", { x: L + c * mc + mc / 2, y: T - 4, "text-anchor": "middle", class: "tick" }, svg).textContent = String(c);
+    }
+    for (var r = 0; r < h; r++) {
+      el("text", { x: L - 6, y: T + r * mc + mc / 2 + 4, "text-anchor": "end", class: "tick" }, svg).textContent = String(r);
+    }
+    for (var i = 0; i < s.length; i++) {
+      var rr = Math.floor(i / w), cc = i % w;
+      el("rect", { x: L + cc * mc, y: T + rr * mc, width: mc - 1, height: mc - 1, fill: color(s[i], vmax) }, svg);
+      el("text", { x: L + cc * mc + mc / 2, y: T + rr * mc + mc / 2 + 4, "text-anchor": "middle", class: "cell",
+                   "font-size": Math.max(8, Math.min(13, mc / 4)).toFixed(1) }, svg).textContent = s[i].toFixed(1);
+    }
+    el("rect", { x: L + c0 * mc - 1, y: T + r0 * mc - 1, width: mc + 1, height: mc + 1, class: "query-cell" }, svg);
+    // the colour bar: -vmax (blue) to +vmax (red)
+    var bx = 580, bw = 16, bh = 232, n = 40;
+    for (var k = 0; k < n; k++) {
+      var v = vmax * (1 - (2 * (k + 0.5)) / n);
+      el("rect", { x: bx, y: T + (k * bh) / n, width: bw, height: bh / n + 0.5, fill: color(v, vmax) }, svg);
+    }
+    el("rect", { x: bx, y: T, width: bw, height: bh, class: "frame" }, svg);
+    [[vmax, T + 4], [0, T + bh / 2 + 4], [-vmax, T + bh + 4]].forEach(function (t) {
+      el("text", { x: bx + bw + 4, y: t[1], class: "tick" }, svg).textContent = t[0] === 0 ? "0" : fmt(t[0], 1);
+    });
+    el("text", { x: bx + bw / 2, y: T + bh + 22, "text-anchor": "middle", class: "label" }, svg).textContent = "score";
+  }
+
   function multidimExplorer(root) {
     var ui = X.panel(root);
     var T = X.slider(ui.controls, "frames", "frames (video)", 1, 3, 1, 2);
     var H = X.slider(ui.controls, "height", "height (tokens)", 1, 8, 1, 4);
     var W = X.slider(ui.controls, "width", "width (tokens)", 1, 8, 1, 6);
-    var kind = X.slider(ui.controls, "ids", "position ids", 0, 2, 1, 2, function (v) { return KIND_NAMES[v]; });
-    var scheme = X.slider(ui.controls, "scheme", "score under", 0, 2, 1, 0, function (v) { return SCHEME_NAMES[v]; });
+    var kind = X.select(ui.controls, "ids", "position ids", KINDS.map(function (k, i) { return [k, KIND_NAMES[i]]; }), "mrope");
+    var scheme = X.select(ui.controls, "scheme", "score under", SCHEMES.map(function (k, i) { return [k, SCHEME_NAMES[i]]; }), "rope_axial");
     var qr = X.slider(ui.controls, "qrow", "query row", 0, 7, 1, 1);
     var qc = X.slider(ui.controls, "qcol", "query column", 0, 7, 1, 2);
     var ang = X.slider(ui.controls, "angle", "Mixed direction (degrees)", 0, 180, 5, 30);
@@ -111,7 +168,8 @@
     ui.live.appendChild(ui.note);
 
     function draw() {
-      var t = +T.value, h = +H.value, w = +W.value, k = KINDS[+kind.value], sc = SCHEMES[+scheme.value];
+      var t = +T.value, h = +H.value, w = +W.value, k = kind.value, sc = scheme.value;
+      var kname = KIND_NAMES[KINDS.indexOf(k)], sname = SCHEME_NAMES[SCHEMES.indexOf(sc)];
       var r0 = Math.min(+qr.value, h - 1), c0 = Math.min(+qc.value, w - 1), angle = (+ang.value * Math.PI) / 180;
       var ids = gridIds(t, h, w, k, TEXT);
       // the ids: T frames side by side
@@ -134,34 +192,40 @@
           }
         }
       }
-      idsSvg.setAttribute("aria-label", KIND_NAMES[+kind.value] + " ids of a " + (t > 1 ? t + "-frame video" : "image") +
+      idsSvg.setAttribute("aria-label", kname + " ids of a " + (t > 1 ? t + "-frame video" : "image") +
           " of " + h + " by " + w + " merged tokens after " + TEXT + " text tokens; the query patch highlighted.");
       // the score map of the first frame
-      var s = scoreMap(sc, h, w, r0, c0, D, angle), vmax = 0;
+      var s = scoreMap(sc, h, w, r0, c0, D, angle, k), vmax = 0;
       s.forEach(function (v) { vmax = Math.max(vmax, Math.abs(v)); });
-      while (mapSvg.firstChild) mapSvg.removeChild(mapSvg.firstChild);
-      var mc = Math.min(600 / w, 236 / h);
-      mapSvg.setAttribute("viewBox", "0 0 640 260");
-      for (var i = 0; i < s.length; i++) {
-        var rr = Math.floor(i / w), cc = i % w;
-        el("rect", { x: 20 + cc * mc, y: 12 + rr * mc, width: mc - 1, height: mc - 1, fill: color(s[i], vmax) }, mapSvg);
-        el("text", { x: 20 + cc * mc + mc / 2, y: 12 + rr * mc + mc / 2 + 4, "text-anchor": "middle",
-                     "font-size": Math.max(8, Math.min(13, mc / 4)).toFixed(1) }, mapSvg).textContent = s[i].toFixed(1);
-      }
-      mapSvg.setAttribute("aria-label", "Score of the query patch at row " + r0 + ", column " + c0 + " against every " +
-          "patch of the first frame under " + SCHEME_NAMES[+scheme.value] + " (head width " + D + "): red high, blue low.");
+      drawMap(mapSvg, s, h, w, r0, c0, vmax);
+      var under = k === "1d" ? (sc === "sincos_2d" ? "the 1-D sin-cos table" : "RoPE over the index") : sname;
+      mapSvg.setAttribute("aria-label", "Score of the query patch at row " + r0 + ", column " + c0 + " (outlined) against " +
+          "every patch of the first frame under " + under + " (head width " + D + "): red high, blue low, colour bar " +
+          "from " + fmt(-vmax, 1) + " to " + fmt(vmax, 1) + ".");
       var lo = Math.min.apply(null, s), qid = ids[r0 * w + c0].join(", ");
+      var how;
+      if (k === "1d") {
+        how = "1-D ids: the grid is read as a sequence, so the score depends on the index offset (row offset × " + w +
+            " + column offset) only, here under " + under + ": the patch below the query scores like the one " + w +
+            " places to its right.";
+      } else if (sc === "rope_mixed") {
+        how = "Mixed frequencies point at " + (+ang.value) + " and " + (+ang.value + 90) + " degrees: the pattern is tilted.";
+      } else if (sc === "rope_axial") {
+        how = "Axial RoPE: a sum of a row wave and a column wave.";
+      } else {
+        how = "2-D sin-cos: half the table encodes the row, half the column; a sum of a row wave and a column wave.";
+      }
       ui.note.textContent = "Query ids: (" + qid + "). Score from " + fmt(lo, 2) + " to " + fmt(vmax, 2) +
-          " (the query against itself: " + fmt(s[r0 * w + c0], 1) + "). " +
-          (sc === "rope_mixed" ? "Mixed frequencies point at " + (+ang.value) + " and " + (+ang.value + 90) +
-            " degrees: the pattern is tilted." : "Axial: a sum of a row wave and a column wave.") +
+          " (the query against itself: " + fmt(s[r0 * w + c0], 1) + "). " + how +
           (k === "mrope" ? " Text after this segment starts at id " + (TEXT + Math.max(t, h, w)) + "." : "");
       root.dataset.state = [t, h, w, k, sc, r0, c0, +ang.value].join("/");
     }
-    [T, H, W, kind, scheme, qr, qc, ang].forEach(function (x) { x.addEventListener("input", draw); });
+    [T, H, W, qr, qc, ang].forEach(function (x) { x.addEventListener("input", draw); });
+    [kind, scheme].forEach(function (x) { x.addEventListener("change", draw); });
     draw();
   }
 
   X.register("multidim", multidimExplorer);
-  X.multidim = { axialScore: axialScore, mixedScore: mixedScore, sincosScore: sincosScore, scoreMap: scoreMap, gridIds: gridIds };
+  X.multidim = { axialScore: axialScore, mixedScore: mixedScore, sincosScore: sincosScore, scoreMap: scoreMap, gridIds: gridIds,
+                 ropeScore1d: ropeScore1d, sincosScore1d: sincosScore1d };
 })();

@@ -144,25 +144,51 @@
     });
   }
 
-  // A slider with its label and live value; returns the <input>.
-  function slider(box, name, label, min, max, step, value, show) {
+  // A row of the controls' grid: its label, the control (given its id), a third cell.
+  function controlRow(box, name, label, make, third) {
     var row = document.createElement("div");
     row.className = "explorer-control";
     var id = "explorer-" + name + "-" + Math.random().toString(36).slice(2, 8);
     var lab = document.createElement("label");
     lab.setAttribute("for", id);
     lab.textContent = label;
-    var input = document.createElement("input");
-    input.type = "range"; input.id = id; input.name = name;
-    input.min = min; input.max = max; input.step = step; input.value = value;
-    var out = document.createElement("output");
-    out.setAttribute("for", id);
-    var update = function () { out.textContent = show ? show(+input.value) : input.value; };
-    input.addEventListener("input", update);
-    update();
-    row.appendChild(lab); row.appendChild(input); row.appendChild(out);
+    var control = make(id);
+    row.appendChild(lab); row.appendChild(control); row.appendChild(third(id, control));
     box.appendChild(row);
-    return input;
+    return control;
+  }
+
+  // A slider with its label and live value; returns the <input>.
+  function slider(box, name, label, min, max, step, value, show) {
+    return controlRow(box, name, label, function (id) {
+      var input = document.createElement("input");
+      input.type = "range"; input.id = id; input.name = name;
+      input.min = min; input.max = max; input.step = step; input.value = value;
+      return input;
+    }, function (id, input) {
+      var out = document.createElement("output");
+      out.setAttribute("for", id);
+      var update = function () { out.textContent = show ? show(+input.value) : input.value; };
+      input.addEventListener("input", update);
+      update();
+      return out;
+    });
+  }
+
+  // A choice among named options (a categorical control is a <select>, not a slider);
+  // options: [[value, label]]; returns the <select>.
+  function select(box, name, label, options, value) {
+    return controlRow(box, name, label, function (id) {
+      var sel = document.createElement("select");
+      sel.id = id; sel.name = name;
+      options.forEach(function (o) {
+        var opt = document.createElement("option");
+        opt.value = o[0]; opt.textContent = o[1];
+        if (o[0] === value) opt.selected = true;
+        sel.appendChild(opt);
+      });
+      return sel;
+    }, function () { return document.createElement("span"); });
   }
 
   // The static figure (print, no JavaScript) sets its panels side by side and its caption
@@ -222,23 +248,63 @@
     ui.live.appendChild(canvas);
     ui.live.appendChild(ui.note);
     var N = 64;
+    // the table in a frame: positions down the left, dimensions along the bottom, a
+    // colour bar (-1 blue, 0 white, +1 red) at the right; text in the theme's colour
+    var box = { L: 58, R: 86, T: 10, B: 46 };
+    function shade(v) {
+      var a = Math.round(255 * (1 - Math.abs(v)));
+      return [v > 0 ? 255 : a, a, v < 0 ? 255 : a];
+    }
     function draw() {
       var dm = +d.value, base = Math.pow(10, +b.value);
       var ctx = canvas.getContext("2d");
-      var img = ctx.createImageData(canvas.width, canvas.height);
+      var W = canvas.width, H = canvas.height, pw = W - box.L - box.R, ph = H - box.T - box.B;
+      ctx.clearRect(0, 0, W, H);
+      var img = ctx.createImageData(pw, ph);
       var rows = [];
       for (var p = 0; p < N; p++) rows.push(encoding(p, dm, base));
-      for (var y = 0; y < canvas.height; y++) {
-        var row = rows[Math.floor((y * N) / canvas.height)];
-        for (var x = 0; x < canvas.width; x++) {
-          var v = row[Math.floor((x * dm) / canvas.width)];
-          // diverging: blue (-1), white (0), red (+1)
-          var a = Math.round(255 * (1 - Math.abs(v)));
-          var o = 4 * (y * canvas.width + x);
-          img.data[o] = v > 0 ? 255 : a; img.data[o + 1] = a; img.data[o + 2] = v < 0 ? 255 : a; img.data[o + 3] = 255;
+      for (var y = 0; y < ph; y++) {
+        var row = rows[Math.floor((y * N) / ph)];
+        for (var x = 0; x < pw; x++) {
+          var rgb = shade(row[Math.floor((x * dm) / pw)]), o = 4 * (y * pw + x);
+          img.data[o] = rgb[0]; img.data[o + 1] = rgb[1]; img.data[o + 2] = rgb[2]; img.data[o + 3] = 255;
         }
       }
-      ctx.putImageData(img, 0, 0);
+      ctx.putImageData(img, box.L, box.T);
+      var ink = getComputedStyle(canvas).color || "#222";
+      ctx.strokeStyle = ink; ctx.fillStyle = ink; ctx.lineWidth = 1;
+      ctx.strokeRect(box.L - 0.5, box.T - 0.5, pw + 1, ph + 1);
+      ctx.font = "13px sans-serif";
+      ctx.textAlign = "right"; ctx.textBaseline = "middle";
+      [0, 16, 32, 48, 63].forEach(function (t) {
+        var yy = box.T + ((t + 0.5) * ph) / N;
+        ctx.beginPath(); ctx.moveTo(box.L - 5, yy); ctx.lineTo(box.L, yy); ctx.stroke();
+        ctx.fillText(String(t), box.L - 8, yy);
+      });
+      ctx.textAlign = "center"; ctx.textBaseline = "top";
+      var step = dm <= 32 ? 8 : dm <= 128 ? 32 : 64;
+      for (var t = 0; t < dm; t += step) {
+        var xx = box.L + ((t + 0.5) * pw) / dm;
+        ctx.beginPath(); ctx.moveTo(xx, box.T + ph); ctx.lineTo(xx, box.T + ph + 5); ctx.stroke();
+        ctx.fillText(String(t), xx, box.T + ph + 8);
+      }
+      ctx.fillText("dimension i (column)", box.L + pw / 2, H - 18);
+      ctx.save();
+      ctx.translate(14, box.T + ph / 2); ctx.rotate(-Math.PI / 2);
+      ctx.textBaseline = "middle"; ctx.fillText("position p (row)", 0, 0);
+      ctx.restore();
+      // the colour bar
+      var bx = W - box.R + 22, bw = 16;
+      for (var k = 0; k < ph; k++) {
+        var rgb2 = shade(1 - (2 * (k + 0.5)) / ph);
+        ctx.fillStyle = "rgb(" + rgb2.join(",") + ")";
+        ctx.fillRect(bx, box.T + k, bw, 1);
+      }
+      ctx.strokeRect(bx - 0.5, box.T - 0.5, bw + 1, ph + 1);
+      ctx.fillStyle = ink; ctx.textAlign = "left"; ctx.textBaseline = "middle";
+      [["+1", 0], ["0", 0.5], ["\u22121", 1]].forEach(function (t) {
+        ctx.fillText(t[0], bx + bw + 5, box.T + t[1] * ph);
+      });
       var longest = 2 * Math.PI * Math.pow(base, (2 * (Math.ceil(dm / 2) - 1)) / dm);
       var label = "Sinusoidal encoding, " + N + " positions (rows, top to bottom) by " + dm +
           " dimensions (columns), base " + fmt(base, 0) + ": red +1, white 0, blue -1.";
@@ -249,6 +315,8 @@
       root.dataset.state = dm + "/" + fmt(base, 0);
     }
     d.addEventListener("input", draw); b.addEventListener("input", draw);
+    // the axes' text follows the theme (light or dark) when the reader switches it
+    new MutationObserver(draw).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
     draw();
   }
 
@@ -401,7 +469,7 @@
   window.posencExplorers = {
     register: register,
     // helpers for the explorers of other scripts
-    slider: slider, panel: panel, lineChart: lineChart, svgElement: el, fmt: fmt,
+    slider: slider, select: select, panel: panel, lineChart: lineChart, svgElement: el, fmt: fmt,
     // the formulas (the browser test checks them against posenc)
     frequencies: frequencies, encoding: encoding, dotCurve: dotCurve, rotate: rotate,
     ropeScore: ropeScore, scaledFrequencies: scaledFrequencies, Q: Q, K: KEY,

@@ -13,7 +13,9 @@ it reads like a book:
   solution's text (solutions expanded) and at least as many images as the pages show;
 * no link to the local server that printed it, every link to a destination of the book
   that lies in the document it names (each chapter's "Summary" its own), section
-  bookmarks; the code hidden on the web ("Show code cell source") left out.
+  bookmarks, and contents that list the sections too; the code hidden on the web ("Show
+  code cell source") left out; no code cell's frame printed empty at the foot of a page;
+* each chapter as a PDF of its own beside the book (``posenc-book-ch06.pdf``).
 
 It checks the site that ``tests/site/test_site.py`` checks (same fixture), and skips,
 saying why, where the PDF could not be built: no Chromium, Playwright or pypdf.
@@ -295,6 +297,22 @@ def _doc_ranges(reader, site_dir: Path) -> dict[str, range]:
     return {d: range(s, e) for d, s, e in zip(docs, starts, ends)}
 
 
+def _bad_links(reader) -> tuple[list[str], list[str], int]:
+    """(links to the print server, links to a named destination the PDF lacks, all links)."""
+    named = reader.named_destinations
+    local, dangling, n = [], [], 0
+    for i, annot in _links(reader):
+        n += 1
+        action = annot.get("/A")
+        uri = str(action.get_object().get("/URI", "")) if action is not None else ""
+        if re.match(r"https?://(127\.0\.0\.1|localhost|\[::1\])[:/]", uri):
+            local.append(f"p. {i + 1}: {uri}")
+        dest = annot.get("/Dest")
+        if dest is not None and not isinstance(dest.get_object(), list) and str(dest) not in named:
+            dangling.append(f"p. {i + 1}: {dest}")
+    return local, dangling, n
+
+
 def _links(reader):
     """(page index, link annotation) of every link of the PDF."""
     for i, page in enumerate(reader.pages):
@@ -309,17 +327,7 @@ def test_pdf_links_stay_in_the_book(pdf, site_dir: Path):  # noqa: F811
     (``http://127.0.0.1:<port>/...``, dead once printed), and every link to a named
     destination finds it. (Before: 846 of 1,694 links pointed to the print server.)"""
     reader, _ = pdf
-    named = reader.named_destinations
-    local, dangling, n = [], [], 0
-    for i, annot in _links(reader):
-        n += 1
-        action = annot.get("/A")
-        uri = str(action.get_object().get("/URI", "")) if action is not None else ""
-        if re.match(r"https?://(127\.0\.0\.1|localhost|\[::1\])[:/]", uri):
-            local.append(f"p. {i + 1}: {uri}")
-        dest = annot.get("/Dest")
-        if dest is not None and not isinstance(dest.get_object(), list) and str(dest) not in named:
-            dangling.append(f"p. {i + 1}: {dest}")
+    local, dangling, n = _bad_links(reader)
     print(f"\nPDF links: {n}, to the local server: {len(local)}, to a missing destination: {len(dangling)}")
     assert n > 100, f"only {n} links in the PDF"
     assert not local, f"{len(local)} links to the print server:\n" + "\n".join(local[:20])
@@ -373,3 +381,119 @@ def test_pdf_leaves_out_hidden_code(pdf):
     source" (tag hide-input), is not printed (it once took about 14 pages, under that label)."""
     _, text = pdf
     assert _squash("Show code cell source") not in text
+
+
+def _pdf_book():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "book" / "_ext"))
+    try:
+        import pdf_book
+    finally:
+        sys.path.pop(0)
+    return pdf_book
+
+
+def _chapter_ranges(reader, site_dir: Path) -> dict[str, tuple[str, range]]:
+    """docname: (chapter number, its pages in the whole book) for each numbered chapter."""
+    ranges = _doc_ranges(reader, site_dir)
+    out = {}
+    for page in _toc_pages(site_dir):
+        num = _number(page)
+        if num:
+            doc = str(page.relative_to(site_dir).with_suffix(""))
+            out[doc] = (num, ranges[doc])
+    return out
+
+
+def test_pdf_no_empty_code_frames(pdf, site_dir: Path):  # noqa: F811
+    """Reading item 3: no code cell's frame is printed empty, its top at the foot of a page
+    and its code on the next (the reader review counted at least 42 such pages; the print
+    of chapters 2 and 6 had 15 before the print style kept the frame with its code). Every
+    piece of every frame of the chapters (its left border, as filled on each page) has
+    code beside it. Prints each chapter's page count."""
+    reader, _ = pdf
+    pdf_book = _pdf_book()
+    chapters = _chapter_ranges(reader, site_dir)
+    assert len(chapters) >= 6, sorted(chapters)
+    empty, n = [], 0
+    print("\nprinted chapters (pages, code frame pieces, empty):")
+    for doc, (num, pages) in chapters.items():
+        frames = pdf_book.code_frames(site_dir / PDF_NAME, pages)
+        n += len(frames)
+        bad = [f for f in frames if f["text_runs"] == 0]
+        empty += [f"{doc}: p. {f['page']}, {f['height']} pt of empty frame" for f in bad]
+        print(f"  chapter {num}: {len(pages)} pages, {len(frames)} frame pieces, {len(bad)} empty")
+    assert n > 100, f"only {n} code frames found: is the frames' colour still {pdf_book.FRAME_RGB}?"
+    assert not empty, f"{len(empty)} empty code frames:\n" + "\n".join(empty[:20])
+
+
+def test_pdf_one_per_chapter(pdf, site_dir: Path):  # noqa: F811
+    """Reading item 3: beside the whole book, each chapter is a PDF of its own
+    (``posenc-book-ch06.pdf``): the chapter's pages as the book prints them, its bookmark
+    with one per section, no link to the print server, no link to a destination it lacks,
+    links out of the chapter (citations, other chapters) to the published site."""
+    from pypdf import PdfReader
+
+    reader, _ = pdf
+    pdf_book = _pdf_book()
+    site_url = pdf_book.book_meta(Path(__file__).resolve().parents[2]).url
+    chapters = _chapter_ranges(reader, site_dir)
+    outline = reader.outline
+    kids = {}
+    for item, nxt in zip(outline, outline[1:] + [None]):
+        if not isinstance(item, list) and isinstance(nxt, list):
+            kids[reader.get_destination_page_number(item)] = [k.title for k in nxt if not isinstance(k, list)]
+    problems = []
+    for doc, (num, pages) in chapters.items():
+        path = site_dir / pdf_book.chapter_pdf_name(num)
+        if not path.is_file():
+            problems.append(f"chapter {num}: no {path.name}")
+            continue
+        ch = PdfReader(path)
+        if len(ch.pages) != len(pages):
+            problems.append(f"{path.name}: {len(ch.pages)} pages, the book prints the chapter on {len(pages)}")
+        first = _squash(ch.pages[0].extract_text() or "")
+        if _squash(reader.pages[pages.start].extract_text() or "") != first:
+            problems.append(f"{path.name}: its first page is not the chapter's first page in the book")
+        top = [o for o in ch.outline if not isinstance(o, list)]
+        sub = [k.title for k in (ch.outline[1] if len(ch.outline) > 1 and isinstance(ch.outline[1], list) else [])]
+        if not top or not top[0].title.startswith(f"{num}. "):
+            problems.append(f"{path.name}: bookmark {top[0].title if top else None!r}")
+        if sub != kids.get(pages.start, []) or not sub:
+            problems.append(f"{path.name}: section bookmarks {sub[:3]}... differ from the book's")
+        local, dangling, _ = _bad_links(ch)
+        problems += [f"{path.name} {x} (the print server)" for x in local]
+        problems += [f"{path.name} {x} (a missing destination)" for x in dangling]
+        # a citation or a reference to another chapter leads to the published site
+        online = sum(1 for _, a in _links(ch) if a.get("/A") is not None
+                     and str(a["/A"].get_object().get("/URI", "")).startswith(site_url))
+        if site_url and not online:
+            problems.append(f"{path.name}: no link out of the chapter goes to the published site {site_url}")
+        print(f"\n{path.name}: {len(ch.pages)} pages, {len(sub)} section bookmarks, {online} links to the site")
+    assert not problems, "\n".join(problems[:30])
+
+
+def test_pdf_contents_list_sections(pdf, site_dir: Path):  # noqa: F811
+    """Reading item 3: the printed contents list every section (each section bookmark)
+    with the page it starts on, not only the documents."""
+    reader, _ = pdf
+    outline = reader.outline
+    contents = [o for o in outline if not isinstance(o, list) and o.title == "Contents"]
+    first = reader.get_destination_page_number(contents[0])
+    last = reader.get_destination_page_number(_doc_outline(reader)[0])
+    toc = _squash(" ".join((reader.pages[i].extract_text() or "") for i in range(first, last)))
+    missing, n = [], 0
+    for item in outline:
+        if not isinstance(item, list):
+            continue
+        for kid in item:
+            if isinstance(kid, list):
+                continue
+            n += 1
+            entry = _squash(kid.title) + str(reader.get_destination_page_number(kid) + 1)
+            if entry not in toc:
+                missing.append(f"{kid.title} ... {reader.get_destination_page_number(kid) + 1}")
+    print(f"\ncontents: {last - first} pages, {n} sections")
+    assert n >= 50, n
+    assert not missing, f"{len(missing)} sections missing from the contents:\n" + "\n".join(missing[:20])

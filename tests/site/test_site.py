@@ -1,8 +1,11 @@
 """Browser test of the built book: every page, offline, in Debian's headless Chromium.
 
 The test serves the built HTML on 127.0.0.1 and drives Chromium (through Playwright,
-with ``executable_path`` pointing at the system Chromium) through every page, once in
-the light and once in the dark theme. It checks that
+with ``executable_path`` pointing at the system Chromium) through every page. Each page is
+loaded once at 1280 px, as a first visit (a fresh browser profile), in the light theme,
+then switched to the dark theme with its own theme button and checked again, and each page
+of the book once more on a phone (390 px): one load per width, every check below made on
+those loads (the explorers' tests too). It checks that
 
 * no page writes an error to the console or throws;
 * no page requests anything outside the site (every off-site request is aborted and
@@ -12,7 +15,7 @@ the light and once in the dark theme. It checks that
   MathJax error;
 * every internal link points at a file of the site and every anchor (``#...``) at an
   element that exists on the target page;
-* the dark theme is really applied when chosen;
+* the dark theme is really applied when chosen (with the page's theme button);
 * axe-core (the copy installed by ``npm ci`` from ``package.json`` into ``node_modules/``,
   injected into each page by the test, never fetched by the page) finds no colour-contrast,
   no ARIA and no label-content-name-mismatch violation on any page, in either theme;
@@ -32,7 +35,7 @@ the light and once in the dark theme. It checks that
   (item 3; the fonts' 9 pt are checked in the notebooks by
   ``tests/prose/test_notebook_layout.py``).
 
-On a phone (390 px, each page loaded afresh at that width): no page wider than the
+On a phone (390 px, each page loaded at that width): no page wider than the
 screen (nothing pans sideways), at most
 ``MAX_CUT_EQUATIONS_PHONE`` display equations cut across the book (MathJax 4 breaks long
 ones to the width of the screen), and every chapter figure either shown at the size it
@@ -95,7 +98,7 @@ CHROMIUM_ARGS = [
 ]
 
 
-PAGE_TIMEOUT_MS = 30_000
+PAGE_TIMEOUT_MS = 60_000  # a loaded 2-core machine took over 30 s for one page
 
 
 THEMES = ("light", "dark")
@@ -180,7 +183,7 @@ class SiteReport:
     def summary(self) -> dict:
         return {
             "pages": len(self.pages),
-            "page_loads (light+dark)": self.n_page_loads,
+            "page_loads (1280 px and 390 px)": self.n_page_loads,
             "images": self.n_images,
             "formulas": self.n_formulas,
             "internal_links": self.n_internal_links,
@@ -260,16 +263,46 @@ def browser_base(site_dir: Path):
         server.server_close()
 
 
-@pytest.fixture(scope="module")
-def report(browser_base, site_dir: Path) -> SiteReport:
-    browser, base = browser_base
-    return _crawl(browser, base, site_dir)
+@dataclass
+class Crawl:
+    """One pass over the site: every page loaded once at 1280 px and once at 390 px."""
+
+    report: SiteReport
+    cold: ColdReport
+    # browser loads of each page at each width: (width, page) -> count
+    loads: dict[tuple[int, str], int] = field(default_factory=dict)
+    # the pages that hold explorers, kept open after the crawl for the explorer tests:
+    # page name -> (Playwright page, the problems seen on it), and their contexts
+    kept: dict[str, tuple[object, list[str]]] = field(default_factory=dict)
+    contexts: list = field(default_factory=list)
+
+
+# The crawl's open explorer pages, for the explorer tests (filled while the crawl fixture
+# lives; when only explorer tests run, explorer_at opens each page itself).
+_KEPT: dict[str, tuple[object, list[str]]] = {}
 
 
 @pytest.fixture(scope="module")
-def cold(browser_base, site_dir: Path) -> ColdReport:
+def crawl(browser_base, site_dir: Path):
     browser, base = browser_base
-    return _cold_crawl(browser, base, site_dir)
+    c = _crawl(browser, base, site_dir)
+    _KEPT.update(c.kept)
+    try:
+        yield c
+    finally:
+        _KEPT.clear()
+        for context in c.contexts:
+            context.close()
+
+
+@pytest.fixture(scope="module")
+def report(crawl: Crawl) -> SiteReport:
+    return crawl.report
+
+
+@pytest.fixture(scope="module")
+def cold(crawl: Crawl) -> ColdReport:
+    return crawl.cold
 
 
 # ----------------------------------------------------------------------------- the crawl
@@ -319,123 +352,221 @@ async () => {
 """
 
 
-def _router(base: str, theme: str, rep: SiteReport):
-    """Let requests to the site through; abort and record every other request."""
+def _crawl(browser, base: str, html: Path) -> Crawl:
+    """Every page once at 1280 px (a first visit, in a fresh profile) and, for the book's
+    pages, once at 390 px; every check of this file is made on these loads.
+
+    At 1280 px each page is loaded in the light theme (a fresh profile, the browser
+    preferring light), measured and checked there, then switched to the dark theme with
+    the page's own theme button (as a reader chooses it) and checked again: theme
+    applied, images, formulas, icons and axe in both themes, without a second load.
+    ``index.html`` redirects to the front page: the front page is loaded through it.
+    The search page is loaded with a query (``search.html?q=rotation``)."""
+    rep = SiteReport(pages=_pages(html))
+    out = Crawl(report=rep, cold=ColdReport())
+    ids_cache: dict[Path, set[str]] = {}
+    checked_links: set[str] = set()
+    via: dict[str, str] = {}  # page -> the redirecting page it is loaded through
+    for name in rep.pages:
+        source = (html / name).read_text(encoding="utf-8", errors="replace")
+        redirect = re.search(r"""http-equiv=["']refresh["'][^>]*url=([^"'>]+)""", source, re.I)
+        if not redirect:
+            continue
+        target = ((html / name).parent / redirect.group(1).strip()).resolve()
+        if not target.is_file():
+            rep.broken_links.append(f"{name}: redirect to missing {redirect.group(1)}")
+        else:
+            via[target.relative_to(html.resolve()).as_posix()] = name
+    explorer_pages = {p for pages in _explorers_in_site(html).values() for p in pages}
+    for name in rep.pages:
+        if name in via.values():
+            continue  # a redirect: checked when its target is loaded through it
+        _visit_desktop(browser, base, html, name, via.get(name), out, ids_cache, checked_links,
+                       keep=name in explorer_pages)
+        if name.startswith(("notebooks/", "book/")):
+            _visit_phone(browser, base, html, name, out)
+    return out
+
+
+def _count_load(out: Crawl, width: int, name: str) -> None:
+    out.loads[(width, name)] = out.loads.get((width, name), 0) + 1
+    out.report.n_page_loads += 1
+
+
+_DARK_JS = """
+() => {
+  const button = document.querySelector('.theme-switch-button');
+  if (!button) return 'no theme button';
+  button.click();
+  return document.documentElement.dataset.theme || '';
+}
+"""
+
+
+def _visit_desktop(browser, base: str, html: Path, name: str, via: str | None, out: Crawl,
+                   ids_cache: dict, checked_links: set, keep: bool) -> None:
+    rep, cold = out.report, out.cold
+    context = browser.new_context(color_scheme="light", viewport={"width": 1280, "height": 900},
+                                  service_workers="block")
+    problems: list[str] = []  # this page's own, handed to the explorer tests if it is kept
+    theme = {"now": THEMES[0]}
 
     def route(r):
         url = r.request.url
         if url.startswith(base) or url.startswith(("data:", "blob:")):
             r.continue_()
         else:
-            rep.offsite_requests.append(f"[{theme}] {url}")
+            line = f"[{theme['now']}] {name}: {url}"
+            rep.offsite_requests.append(line)
+            cold.offsite_requests.append(line)
+            problems.append(f"off-site request: {url}")
             r.abort()
 
-    return route
+    context.route("**/*", route)
+    page = context.new_page()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    loaded: dict[str, int] = {}
 
+    def on_response(resp):
+        if resp.status >= 400:
+            rep.failed_requests.append(f"[{theme['now']}] {name}: {resp.url} -> HTTP {resp.status}")
+        elif resp.url.startswith(base):
+            f = _site_file(html, resp.url, base)
+            if f is not None:
+                loaded[urlsplit(resp.url).path] = f.stat().st_size
 
-def _crawl(browser, base: str, html: Path) -> SiteReport:
-    rep = SiteReport(pages=_pages(html))
-    ids_cache: dict[Path, set[str]] = {}
-    checked_links: set[str] = set()
+    def on_error(text: str) -> None:
+        line = f"[{theme['now']}] {name}: {text}"
+        rep.console_errors.append(line)
+        cold.console_errors.append(line)
+        problems.append(f"{name}: {text}")
 
-    for theme in THEMES:
-        context = browser.new_context(
-            color_scheme=theme, viewport={"width": 1280, "height": 900}, service_workers="block"
-        )
-        # pydata-sphinx-theme reads the chosen mode from localStorage before painting.
-        context.add_init_script(
-            f"try {{ localStorage.setItem('mode', '{theme}'); "
-            f"localStorage.setItem('theme', '{theme}'); }} catch (e) {{}}"
-        )
+    page.on("response", on_response)
+    page.on("console", lambda m: m.type == "error" and on_error(m.text))
+    page.on("pageerror", lambda e: on_error(str(e)))
+    page.on("requestfailed", lambda req: req.url.startswith(base) and rep.failed_requests.append(
+        f"[{theme['now']}] {name}: {req.url} ({req.failure})"))
 
-        context.route("**/*", _router(base, theme, rep))
-        page = context.new_page()
-        page.set_default_timeout(PAGE_TIMEOUT_MS)
-        current = {"name": ""}
-        page.on(
-            "console",
-            lambda m, _t=theme: m.type == "error" and rep.console_errors.append(f"[{_t}] {current['name']}: {m.text}"),
-        )
-        page.on(
-            "pageerror",
-            lambda e, _t=theme: rep.console_errors.append(f"[{_t}] {current['name']}: {e}"),
-        )
-        page.on(
-            "requestfailed",
-            lambda req, _b=base, _t=theme: (
-                req.url.startswith(_b)
-                and rep.failed_requests.append(f"[{_t}] {current['name']}: {req.url} ({req.failure})")
-            ),
-        )
-        page.on(
-            "response",
-            lambda resp, _t=theme: (
-                resp.status >= 400
-                and rep.failed_requests.append(f"[{_t}] {current['name']}: {resp.url} -> HTTP {resp.status}")
-            ),
-        )
+    _count_load(out, 1280, name)
+    url = base + ("search.html?q=rotation" if name == "search.html" else name)
+    if via:
+        page.goto(base + via)
+        try:
+            page.wait_for_url(base + name)
+            page.wait_for_load_state("load")
+        except Exception:  # noqa: BLE001 - reported as a failure, then the page itself is loaded
+            rep.broken_links.append(f"{via}: the redirect was not followed")
+            _count_load(out, 1280, name)
+            page.goto(url, wait_until="load")
+    else:
+        page.goto(url, wait_until="load")
 
-        for name in rep.pages:
-            current["name"] = name
-            rep.n_page_loads += 1
-            source = (html / name).read_text(encoding="utf-8", errors="replace")
-            redirect = re.search(r"""http-equiv=["']refresh["'][^>]*url=([^"'>]+)""", source, re.I)
-            if redirect:
-                # index.html redirects to the first page: the browser must get there (the
-                # target itself is checked as a page of its own).
-                target = ((html / name).parent / redirect.group(1).strip()).resolve()
-                if not target.is_file():
-                    rep.broken_links.append(f"{name}: redirect to missing {redirect.group(1)}")
-                    continue
-                page.goto(base + name)
-                try:
-                    page.wait_for_url(base + target.relative_to(html.resolve()).as_posix())
-                except Exception:  # noqa: BLE001 - reported as a failure
-                    rep.broken_links.append(f"{name}: the redirect was not followed")
-                continue
-            page.goto(base + name, wait_until="load")
+    _check_images(page, name, theme["now"], rep, count=True)
+    _check_math(page, name, theme["now"], rep, count=True)
+    try:
+        page.wait_for_load_state("networkidle", timeout=10_000)
+    except Exception:  # noqa: BLE001 - the sizes so far are still a lower bound
+        pass
+    cold.layout[name] = page.evaluate(_LAYOUT_JS)
+    cold.texts[name] = page.evaluate(_TEXT_JS)
+    cold.bytes_per_page[name] = sum(loaded.values())
+    cold.requests_per_page[name] = len(loaded)
+    cold.biggest[name] = sorted(((v, k) for k, v in loaded.items()), reverse=True)[:6]
 
-            got = page.evaluate("() => document.documentElement.dataset.theme || ''")
-            if got != theme:
-                rep.theme_problems.append(f"{name}: asked for {theme}, page shows '{got}'")
+    got = page.evaluate("() => document.documentElement.dataset.theme || ''")
+    if got != THEMES[0]:
+        rep.theme_problems.append(f"{name}: a first visit preferring {THEMES[0]} shows '{got}'")
+    _check_icons(page, name, theme["now"], rep, count=True)
+    if AXE.is_file():
+        _run_axe(page, name, theme["now"], rep)
+    for href in page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"):
+        _check_link(href, name, base, html, rep, ids_cache, checked_links)
+    if name == "search.html":
+        _check_search(page, rep)
 
-            for img in page.evaluate(_IMAGES_JS):
-                if theme == THEMES[0]:
-                    rep.n_images += 1
-                if not img["complete"] or img["w"] == 0 or img["h"] == 0:
-                    rep.bad_images.append(f"[{theme}] {name}: not loaded or empty: {img['src']}")
-                if not img["alt"]:
-                    rep.bad_images.append(f"[{theme}] {name}: no alt text: {img['src']}")
-
-            math = page.evaluate(_MATH_JS)
-            if theme == THEMES[0]:
-                rep.n_formulas += math["containers"]
-            if math["sources"] and not math["mathjax"]:
-                rep.math_problems.append(f"{name}: has math but MathJax is not loaded")
-            if math["unrendered"]:
-                rep.math_problems.append(
-                    f"[{theme}] {name}: {math['unrendered']} formulas not rendered, e.g. {math.get('unrendered_text')}"
-                )
-            for err in math["errors"]:
-                rep.math_problems.append(f"[{theme}] {name}: MathJax error: {err}")
-
-            icons = page.evaluate(_ICONS_JS)
-            if theme == THEMES[0]:
-                rep.n_icons += icons["shown"]
-            rep.icon_problems.extend(f"[{theme}] {name}: {p}" for p in icons["problems"])
-
-            if AXE.is_file():
-                _run_axe(page, name, theme, rep)
-
-            if theme != THEMES[0]:
-                continue  # links are the same in both themes
-            hrefs = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
-            for href in hrefs:
-                _check_link(href, name, base, html, rep, ids_cache, checked_links)
-        if theme == THEMES[0] and "search.html" in rep.pages:
-            _check_search(page, base, rep, current)
+    # the dark theme, chosen with the page's own button (no second load); checked once the
+    # theme's colour transitions have ended (axe measured mid-transition colours otherwise)
+    theme["now"] = THEMES[1]
+    got = page.evaluate(_DARK_JS)
+    if got != THEMES[1]:
+        rep.theme_problems.append(f"{name}: asked for {THEMES[1]}, page shows '{got}'")
+    try:
+        page.wait_for_function("() => document.getAnimations().every(a => a.playState !== 'running')",
+                               timeout=5_000)
+    except Exception:  # noqa: BLE001 - an endless animation: measured as it is
+        pass
+    page.wait_for_timeout(300)
+    _check_images(page, name, theme["now"], rep, count=False)
+    _check_math(page, name, theme["now"], rep, count=False)
+    _check_icons(page, name, theme["now"], rep, count=False)
+    if AXE.is_file():
+        _run_axe(page, name, theme["now"], rep)
+    if keep:
+        out.kept[name] = (page, problems)
+        out.contexts.append(context)
+    else:
         context.close()
-    return rep
+
+
+def _visit_phone(browser, base: str, html: Path, name: str, out: Crawl) -> None:
+    """The page loaded on a phone (MathJax breaks lines when it typesets, at that width)."""
+    cold = out.cold
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2,
+                                is_mobile=True, has_touch=True, service_workers="block")
+
+    def route(r):
+        if r.request.url.startswith(base) or r.request.url.startswith(("data:", "blob:")):
+            r.continue_()
+        else:
+            cold.offsite_requests.append(f"{name} (390 px): {r.request.url}")
+            r.abort()
+
+    phone.route("**/*", route)
+    page = phone.new_page()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    page.on("console", lambda m: m.type == "error" and cold.console_errors.append(f"{name} (390 px): {m.text}"))
+    page.on("pageerror", lambda e: cold.console_errors.append(f"{name} (390 px): {e}"))
+    _count_load(out, 390, name)
+    page.goto(base + name, wait_until="load")
+    page.evaluate(_IMAGES_JS)
+    page.evaluate(_MATH_JS)
+    try:
+        page.wait_for_load_state("networkidle", timeout=10_000)
+    except Exception:  # noqa: BLE001 - measured as it is
+        pass
+    cold.layout_phone[name] = page.evaluate(_LAYOUT_JS)
+    phone.close()
+
+
+def _check_images(page, name: str, theme: str, rep: SiteReport, count: bool) -> None:
+    for img in page.evaluate(_IMAGES_JS):
+        if count:
+            rep.n_images += 1
+        if not img["complete"] or img["w"] == 0 or img["h"] == 0:
+            rep.bad_images.append(f"[{theme}] {name}: not loaded or empty: {img['src']}")
+        if not img["alt"]:
+            rep.bad_images.append(f"[{theme}] {name}: no alt text: {img['src']}")
+
+
+def _check_math(page, name: str, theme: str, rep: SiteReport, count: bool) -> None:
+    math = page.evaluate(_MATH_JS)
+    if count:
+        rep.n_formulas += math["containers"]
+    if math["sources"] and not math["mathjax"]:
+        rep.math_problems.append(f"{name}: has math but MathJax is not loaded")
+    if math["unrendered"]:
+        rep.math_problems.append(
+            f"[{theme}] {name}: {math['unrendered']} formulas not rendered, e.g. {math.get('unrendered_text')}"
+        )
+    for err in math["errors"]:
+        rep.math_problems.append(f"[{theme}] {name}: MathJax error: {err}")
+
+
+def _check_icons(page, name: str, theme: str, rep: SiteReport, count: bool) -> None:
+    icons = page.evaluate(_ICONS_JS)
+    if count:
+        rep.n_icons += icons["shown"]
+    rep.icon_problems.extend(f"[{theme}] {name}: {p}" for p in icons["problems"])
 
 
 # Icons are drawn by the theme's CSS from the Font Awesome web fonts it ships (the
@@ -585,6 +716,9 @@ _TEXT_JS = r"""
     if (!/[\\^_$]/.test(t)) continue;
     const el = n.parentElement;
     if (!el || el.closest(skip)) continue;
+    // the search page is loaded with a query: its hits quote the pages' source, formulas
+    // included, as Sphinx's search shows them (the pages themselves are checked)
+    if (el.closest('#search-results')) continue;
     const math = el.closest('.math');
     if (math && math.querySelector('mjx-container')) continue;
     const holder = el.closest('[id]');
@@ -616,76 +750,9 @@ def _site_file(html: Path, url: str, base: str) -> Path | None:
     return target if target.is_file() else None
 
 
-def _cold_crawl(browser, base: str, html: Path) -> ColdReport:
-    """Every page once, each in a fresh profile: a reader's first visit."""
-    rep = ColdReport()
-    for name in _pages(html):
-        context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
-        rep_off = rep.offsite_requests
-
-        def route(r, _name=name):
-            if r.request.url.startswith(base) or r.request.url.startswith(("data:", "blob:")):
-                r.continue_()
-            else:
-                rep_off.append(f"{_name}: {r.request.url}")
-                r.abort()
-
-        context.route("**/*", route)
-        page = context.new_page()
-        page.set_default_timeout(PAGE_TIMEOUT_MS)
-        loaded: dict[str, int] = {}
-
-        def on_response(resp, _loaded=loaded):
-            if resp.url.startswith(base) and resp.status < 400:
-                f = _site_file(html, resp.url, base)
-                if f is not None:
-                    _loaded[urlsplit(resp.url).path] = f.stat().st_size
-
-        page.on("response", on_response)
-        page.on("console", lambda m, _n=name: m.type == "error" and rep.console_errors.append(f"{_n}: {m.text}"))
-        page.on("pageerror", lambda e, _n=name: rep.console_errors.append(f"{_n}: {e}"))
-        source = (html / name).read_text(encoding="utf-8", errors="replace")
-        if re.search(r"""http-equiv=["']refresh["']""", source, re.I):
-            context.close()  # a redirect (index.html): the target is a page of its own
-            continue
-        page.goto(base + name, wait_until="load")
-        page.evaluate(_IMAGES_JS)
-        page.evaluate(_MATH_JS)
-        try:
-            page.wait_for_load_state("networkidle", timeout=10_000)
-        except Exception:  # noqa: BLE001 - the sizes so far are still a lower bound
-            pass
-        rep.layout[name] = page.evaluate(_LAYOUT_JS)
-        rep.texts[name] = page.evaluate(_TEXT_JS)
-        rep.bytes_per_page[name] = sum(loaded.values())
-        rep.requests_per_page[name] = len(loaded)
-        rep.biggest[name] = sorted(((v, k) for k, v in loaded.items()), reverse=True)[:6]
-        context.close()
-        if name.startswith(("notebooks/", "book/")):
-            # a phone, the page loaded at that width (MathJax breaks lines when it typesets)
-            phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2,
-                                        is_mobile=True, has_touch=True, service_workers="block")
-            phone.route("**/*", route)
-            page = phone.new_page()
-            page.set_default_timeout(PAGE_TIMEOUT_MS)
-            page.on("console", lambda m, _n=name: m.type == "error" and rep.console_errors.append(f"{_n} (390 px): {m.text}"))
-            page.on("pageerror", lambda e, _n=name: rep.console_errors.append(f"{_n} (390 px): {e}"))
-            page.goto(base + name, wait_until="load")
-            page.evaluate(_IMAGES_JS)
-            page.evaluate(_MATH_JS)
-            try:
-                page.wait_for_load_state("networkidle", timeout=10_000)
-            except Exception:  # noqa: BLE001 - measured as it is
-                pass
-            rep.layout_phone[name] = page.evaluate(_LAYOUT_JS)
-            phone.close()
-    return rep
-
-
-def _check_search(page, base, rep, current) -> None:
-    """The full-text search works offline: a query finds pages, and the hits open."""
-    current["name"] = "search.html?q=rotation"
-    page.goto(base + "search.html?q=rotation", wait_until="load")
+def _check_search(page, rep: SiteReport) -> None:
+    """The full-text search works offline: the query the page was loaded with
+    (``search.html?q=rotation``) finds pages, chapter 4 among them."""
     try:
         page.wait_for_selector("ul.search li a", timeout=PAGE_TIMEOUT_MS)
     except Exception:  # noqa: BLE001 - reported as a failure below
@@ -735,6 +802,18 @@ def test_site_summary(report: SiteReport):
     print("\nbrowser test of the built site:", json.dumps(report.summary()))
     assert len(report.pages) >= 10, report.pages
     assert report.n_internal_links > 0
+
+
+def test_each_page_loaded_once_per_width(crawl: Crawl):
+    """Issue 29, item 5: the crawl loads each page once at 1280 px (both themes, every
+    check, the explorers' tests) and each page of the book once at 390 px, not five times."""
+    pages = [p for p in crawl.report.pages if (1280, p) in crawl.loads]
+    twice = {f"{n} at {w} px": k for (w, n), k in sorted(crawl.loads.items()) if k > 1}
+    phone = sum(1 for (w, _) in crawl.loads if w == 390)
+    print(f"\npage loads: {sum(crawl.loads.values())} for {len(pages)} pages at 1280 px and {phone} at 390 px")
+    assert len(pages) >= 10, sorted(crawl.loads)
+    assert phone >= 10, sorted(crawl.loads)
+    assert not twice, f"pages loaded more than once at one width: {twice}"
 
 
 def test_no_console_errors(report: SiteReport):
@@ -1103,40 +1182,48 @@ def _explorers_in_site(site: Path) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def explorer_at(browser_base, site_dir: Path):
-    """A function name -> (page, problems): the page holding that explorer, open in a
-    fresh profile with every off-site request blocked, its explorers started."""
+    """A function name -> (page, problems): the page holding that explorer, its explorers
+    started, every off-site request blocked. The crawl's own load of the page is used
+    when the crawl ran (each page is loaded once per width); otherwise (only explorer
+    tests selected) the page is opened here, in a fresh profile."""
     browser, base = browser_base
     where = _explorers_in_site(site_dir)
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
-    problems: list[str] = []
+    contexts: list = []
+    opened: dict[str, tuple[object, list[str]]] = {}
 
-    def route(r):
-        if r.request.url.startswith(base) or r.request.url.startswith(("data:", "blob:")):
-            r.continue_()
-        else:
-            problems.append(f"off-site request: {r.request.url}")
-            r.abort()
+    def open_page(rel: str):
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+        contexts.append(context)
+        problems: list[str] = []
 
-    context.route("**/*", route)
-    opened: dict[str, object] = {}
+        def route(r):
+            if r.request.url.startswith(base) or r.request.url.startswith(("data:", "blob:")):
+                r.continue_()
+            else:
+                problems.append(f"off-site request: {r.request.url}")
+                r.abort()
+
+        context.route("**/*", route)
+        page = context.new_page()
+        page.set_default_timeout(PAGE_TIMEOUT_MS)
+        page.on("console", lambda m: m.type == "error" and problems.append(f"{rel}: console error: {m.text}"))
+        page.on("pageerror", lambda e: problems.append(f"{rel}: page error: {e}"))
+        page.goto(base + rel, wait_until="load")
+        return page, problems
 
     def get(name: str):
         if name not in where:
             pytest.fail(f"no page of the built site shows the explorer {name!r} (found: {sorted(where)})")
         rel = where[name][0]
         if rel not in opened:
-            page = context.new_page()
-            page.set_default_timeout(PAGE_TIMEOUT_MS)
-            page.on("console", lambda m: m.type == "error" and problems.append(f"{rel}: console error: {m.text}"))
-            page.on("pageerror", lambda e: problems.append(f"{rel}: page error: {e}"))
-            page.goto(base + rel, wait_until="load")
+            opened[rel] = _KEPT.get(rel) or open_page(rel)
             n = len([k for k, v in where.items() if rel in v])
-            page.wait_for_function(f"document.querySelectorAll('.posenc-explorer.is-live').length >= {n}")
-            opened[rel] = page
-        return opened[rel], problems
+            opened[rel][0].wait_for_function(f"document.querySelectorAll('.posenc-explorer.is-live').length >= {n}")
+        return opened[rel]
 
     yield get
-    context.close()
+    for context in contexts:
+        context.close()
 
 
 def test_explorers_in_their_chapters(site_dir: Path):
@@ -1280,6 +1367,58 @@ def test_explorer_biases_and_alias_match_posenc(explorer_at):
     assert not problems, _fmt(problems)
 
 
+def test_explorer_alias_reports_the_highest_other_peak(explorer_at):
+    """Reading item 6: figure 6.3's explorer reports the whole head's highest local
+    maximum other than d0 (the reader review found it reporting 0.783 at d 6.8, the flank
+    of the peak at d0; the highest other peak of that head is 0.736 at d 4.04 and 15.96),
+    as posenc's frequencies give it: the score to 1e-9, at a maximum (slope 0)."""
+    np = pytest.importorskip("numpy")
+    optimize = pytest.importorskip("scipy.optimize")
+    import posenc
+
+    page, problems = explorer_at("alias")
+    js = "window.posencExplorers"
+    for dh, base, d0, hi in ((64, 1e4, 10, 256), (16, 100.0, 0, 512), (128, 5e5, 73, 1024), (8, 1e4, 40, 64)):
+        w = posenc.rotary_frequencies(dh, base=base)
+        f = lambda d: float(np.mean(np.cos(w * (d - d0))))  # noqa: E731
+        grid = np.arange(0, hi + 1e-9, 0.01)
+        v = np.cos(np.outer(grid - d0, w)).mean(axis=1)
+        peaks = []
+        for i in np.nonzero((v[1:-1] >= v[:-2]) & (v[1:-1] >= v[2:]))[0] + 1:
+            if grid[i - 1] <= d0 <= grid[i + 1]:
+                continue  # the peak at d0
+            r = optimize.minimize_scalar(lambda d: -f(d), bounds=(grid[i - 1], grid[i + 1]), method="bounded",
+                                         options={"xatol": 1e-10})
+            peaks.append((-r.fun, r.x))
+        got, at = page.evaluate(f"{js}.aliasBestOther({dh}, {base}, {d0}, 0, {hi})")
+        want = max(p[0] for p in peaks)
+        assert abs(got - want) < 1e-9, (dh, base, d0, got, want)
+        assert any(abs(at - x) < 1e-4 and abs(y - want) < 1e-9 for y, x in peaks), (dh, base, d0, at, peaks[:5])
+        assert abs(float(np.mean(w * np.sin(w * (at - d0))))) < 1e-6, "not at a maximum: on a flank"
+    got, at = page.evaluate(f"{js}.aliasBestOther(64, 10000, 10, 0, 256)")
+    assert round(got, 3) == 0.736 and round(at, 2) == 4.04, (got, at)
+    root = page.locator('.posenc-explorer[data-explorer="alias"]')
+    for name, value in (("head_dim", "64"), ("base", "4"), ("d0", "10"), ("range", "256")):
+        root.locator(f'input[name="{name}"]').fill(value)
+    note = root.locator(".explorer-readout").inner_text()
+    assert "0.736 at d \u2248 4.04" in note, note
+    assert not problems, _fmt(problems)
+
+
+def test_explorer_biases_numbers_read_plainly(explorer_at):
+    """Reading item 6: ALiBi's subtracted amounts are printed to three significant digits
+    ("10.0", "14.1"), never "10.000", which reads as ten thousand."""
+    page, problems = explorer_at("biases")
+    root = page.locator('.posenc-explorer[data-explorer="biases"]')
+    root.locator('input[name="distance"]').fill("20")
+    for heads, first, last in (("12", "10.0", "0.0781"), ("16", "14.1", "0.0781"), ("8", "10.0", "0.0781")):
+        root.locator('input[name="heads"]').fill(heads)
+        note = root.locator(".explorer-readout").inner_text()
+        assert f"head 1 subtracts {first} from the score and the gentlest head {last} " in note, note
+    assert page.evaluate("[10, 14.142, 0.078125, 150].map(window.posencExplorers.sig)") == ["10.0", "14.1", "0.0781", "150.0"]
+    assert not problems, _fmt(problems)
+
+
 def test_explorer_multidim_matches_posenc(explorer_at):
     """Chapter 8's explorer: the ids of its grid are posenc.mrope_position_ids (and the
     1-D and 2-D orders), its score maps are posenc.book.vision.query_scores (axial RoPE,
@@ -1299,12 +1438,69 @@ def test_explorer_multidim_matches_posenc(explorer_at):
         assert got == want.T.tolist(), (t, h, w, text)
         flat = page.evaluate(f"{js}.gridIds({t}, {h}, {w}, '1d', {text})")
         assert [v[0] for v in flat] == list(range(text, text + t * h * w))
+    # with 1-D ids the map is the score over the index offset: RoPE over the index (base
+    # 100, posenc.apply_rotary on all-ones vectors) or the 1-D sin-cos table
+    torch = pytest.importorskip("torch")
+    for scheme, (h, w), q in (("rope_axial", (4, 6), (1, 2)), ("rope_mixed", (3, 5), (2, 4)), ("sincos_2d", (5, 3), (0, 1))):
+        n = h * w
+        if scheme == "sincos_2d":
+            t = posenc.sinusoidal_encoding(n, 32)
+            want = t @ t[q[0] * w + q[1]]
+        else:
+            ones = torch.ones(1, 1, n, 32, dtype=torch.float64)
+            k = posenc.apply_rotary(ones, torch.arange(n), base=100.0, layout="interleaved")[0, 0]
+            want = (k @ k[q[0] * w + q[1]]).numpy()
+        got = np.array(page.evaluate(f"{js}.scoreMap('{scheme}', {h}, {w}, {q[0]}, {q[1]}, 32, 0.5, '1d')"))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12, err_msg=f"1-D ids, {scheme}")
     for scheme, (h, w), q, angle in (("rope_axial", (4, 6), (1, 2), 0.0), ("rope_mixed", (5, 7), (2, 3), math.pi / 6),
                                      ("rope_mixed", (8, 8), (0, 7), 2.0), ("sincos_2d", (3, 8), (0, 5), 0.0)):
         got = np.array(page.evaluate(f"{js}.scoreMap('{scheme}', {h}, {w}, {q[0]}, {q[1]}, 32, {angle})"))
         want = query_scores(scheme, (h, w), q, angle=angle if scheme == "rope_mixed" else None)
         np.testing.assert_allclose(got, want.ravel(), rtol=0, atol=1e-12)
+    # the page: categorical choices are selectors; choosing 1-D ids redraws the score map
+    # (it once only relabelled the grid); the map has its axes, query cell and colour bar
+    root = page.locator('.posenc-explorer[data-explorer="multidim"]')
+    assert root.locator('select[name="ids"]').count() == 1 and root.locator('select[name="scheme"]').count() == 1
+    assert root.locator('input[type="range"][name="ids"], input[type="range"][name="scheme"]').count() == 0
+    root.locator('select[name="scheme"]').select_option("rope_mixed")
+    root.locator('select[name="ids"]').select_option("mrope")
+    maps = root.locator(".explorer-live svg")
+    before = maps.nth(1).inner_html()
+    root.locator('select[name="ids"]').select_option("1d")
+    assert maps.nth(1).inner_html() != before, "choosing 1-D ids left the score map unchanged"
+    assert "1-D ids" in root.locator(".explorer-readout").inner_text()
+    assert maps.nth(1).locator("rect.query-cell").count() == 1
+    labels = maps.nth(1).locator("text.label").all_text_contents()
+    assert {"row", "column", "score"} <= set(labels), labels
+    root.locator('select[name="ids"]').select_option("2d")
+    root.locator('select[name="scheme"]').select_option("sincos_2d")
+    note = root.locator(".explorer-readout").inner_text()
+    assert "2-D sin-cos" in note and "Axial" not in note, note
     assert not problems, _fmt(problems)
+
+
+def test_explorer_table_has_axes_and_colour_scale(explorer_at):
+    """Reading item 6: chapter 2's table explorer draws its axes (positions, dimensions)
+    and a colour scale beside the heat map: the canvas holds the theme's ink outside the
+    map and the bar's colours from red (+1) to blue (-1)."""
+    page, problems = explorer_at("sinusoidal")
+    root = page.locator('.posenc-explorer[data-explorer="sinusoidal"]')
+    got = root.evaluate("""r => {
+      const c = r.querySelector('.explorer-live canvas'), ctx = c.getContext('2d');
+      const px = (x, y) => Array.from(ctx.getImageData(x, y, 1, 1).data);
+      let ink = 0;  // painted pixels in the left margin (tick labels, axis title)
+      const left = ctx.getImageData(0, 0, 56, c.height).data;
+      for (let i = 3; i < left.length; i += 4) if (left[i] > 0) ink++;
+      const bx = c.width - 86 + 22 + 8;
+      return {ink, top: px(bx, 12), mid: px(bx, 10 + (c.height - 56) / 2), bottom: px(bx, c.height - 48)};
+    }""")
+    assert got["ink"] > 200, got
+    assert got["top"][:3] == [255, got["top"][1], got["top"][1]] and got["top"][1] < 30, got
+    assert min(got["mid"][:3]) > 240, got
+    assert got["bottom"][2] == 255 and got["bottom"][0] < 30, got
+    assert not problems, _fmt(problems)
+
+
 
 
 def test_explorer_results_match_the_saved_results(explorer_at):
@@ -1362,6 +1558,30 @@ def test_icon_fonts_hold_every_icon_shown(site_dir: Path):
     assert len(icons) >= 10, sorted(used)
     missing = sorted(n for n in icons if ord(char[n][0]) not in glyphs)
     assert not missing, f"icons without a glyph in the shipped fonts: {missing}"
+
+
+def test_front_page_has_its_figure(site_dir: Path):
+    """Reading item 7: the front page shows a picture: the figure that
+    book/_ext/front_figure.py draws with posenc at build time (no network), with its alt
+    text, at twice the pixels of its width (the crawl checks that it loads)."""
+    import html as html_lib
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import front_figure
+    finally:
+        sys.path.remove(str(ROOT / "book" / "_ext"))
+    text = (site_dir / "book" / "intro.html").read_text(encoding="utf-8")
+    imgs = [m.group(0) for m in re.finditer(r"<img\b[^>]*>", text) if "front" in m.group(0)]
+    assert len(imgs) == 1, imgs
+    alt = html_lib.unescape(re.search(r'alt="([^"]*)"', imgs[0]).group(1))
+    assert alt == front_figure.ALT, alt
+    src = (site_dir / "book" / re.search(r'src="([^"]+)"', imgs[0]).group(1)).resolve()
+    width = int(re.search(r'width:\s*(\d+)px|width="(\d+)', imgs[0]).group(1) or 0) or front_figure.WIDTH_PX
+    png = src.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = int.from_bytes(png[16:20], "big")
+    assert pixels >= 1.9 * width, (pixels, width)
 
 
 def test_citations_say_et_al(site_dir: Path):
