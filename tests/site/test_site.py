@@ -352,6 +352,21 @@ async () => {
 """
 
 
+def _router(base: str, theme: str, rep: SiteReport):
+    """A route handler for a page visited outside the crawl (the config explorer's test):
+    requests to the site go through, every other request is aborted and recorded."""
+
+    def route(r):
+        url = r.request.url
+        if url.startswith(base) or url.startswith(("data:", "blob:")):
+            r.continue_()
+        else:
+            rep.offsite_requests.append(f"[{theme}] {url}")
+            r.abort()
+
+    return route
+
+
 def _crawl(browser, base: str, html: Path) -> Crawl:
     """Every page once at 1280 px (a first visit, in a fresh profile) and, for the book's
     pages, once at 390 px; every check of this file is made on these loads.
