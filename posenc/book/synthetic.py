@@ -1215,7 +1215,7 @@ def sinusoidal_novelty(max_len: int = 64, train_len: int = 16, d_model: int = 32
 
     Example:
         >>> s = sinusoidal_novelty(20, 16)
-        >>> float(s[:16].min()), bool(s[16] < 1)
+        >>> round(float(s[:16].min()), 9), bool(s[16] < 1)
         (1.0, True)
     """
     from ..sinusoidal import sinusoidal_encoding

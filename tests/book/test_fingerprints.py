@@ -34,6 +34,11 @@ import pytest
 from posenc.book.resources import DATA_DIR
 
 RTOL = {"float64": 2e-6, "float32": 1e-5}
+# Files whose fingerprinted trial amplifies kernel rounding faster: the periodic + raw value
+# network's first 20 losses move by up to 1.7e-4 relative under the simulated scalar CPU
+# (.ci/foreign_cpus), against 3e-7 for the other files. A code change that alters training
+# moves them by far more.
+RTOL_FILE = {"tabular_linear_synthetic.json": 1e-3}
 FILES = sorted(p for p in DATA_DIR.glob("*.json"))
 # no training, so no losses to fingerprint: a benchmark of time, and float64 arithmetic (chapter 3's RoPE base)
 NO_TRAINING = {"alternatives_cost.json", "rope_base_bound.json"}
@@ -75,7 +80,7 @@ def test_fingerprint_is_reproduced_at_head(path, i):
     seconds = time.process_time() - t0
     assert len(losses) == fp["n"] == len(trial["losses"])
     np.testing.assert_allclose(
-        losses, trial["losses"], rtol=RTOL[fp["dtype"]], atol=0,
+        losses, trial["losses"], rtol=RTOL_FILE.get(path.name, RTOL[fp["dtype"]]), atol=0,
         err_msg=f"{path.name}: the code no longer trains seed {trial['seed']} of {trial['unit']} as the saved "
         f"results were trained (fingerprint at {fp.get('commit')}): rerun the experiment or refresh the file",
     )
