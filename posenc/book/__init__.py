@@ -10,6 +10,7 @@ Shared by two or more chapters:
 * :mod:`~posenc.book.results`: results files, ``summarize`` over seeds, provenance and
   fingerprints, the ``Experiment`` harness of the scripts in ``experiments/``;
 * :mod:`~posenc.book.plotting`: the book's figure style and the figure helpers;
+* :mod:`~posenc.book.tables`: result tables as Markdown and as shaded heat-tables;
 * :mod:`~posenc.book.models`: the transformer block and the small causal transformer;
 * :mod:`~posenc.book.resources`: the data files shipped with the package.
 

@@ -3,7 +3,7 @@
 Every import is read from the source (``ast``), those inside function bodies included,
 because a lazy import is where a circle hides.
 
-* The shared modules (``engine``, ``results``, ``models``, ``plotting``, ``resources``,
+* The shared modules (``engine``, ``results``, ``models``, ``plotting``, ``tables``, ``resources``,
   ``_validate``) never import a chapter module.
 * The modules of ``posenc.book`` import one another without a circle.
 * The library never imports the laboratory, and ``posenc/_checks.py`` (the ground floor)
@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "posenc"
 BOOK = ROOT / "book"
-SHARED = {"engine", "results", "models", "plotting", "figures", "resources", "_validate"}
+SHARED = {"engine", "results", "models", "plotting", "figures", "resources", "tables", "_validate"}
 
 
 def _imports(path: Path, package: tuple[str, ...]) -> set[str]:
