@@ -74,8 +74,8 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]], *, a
 def shade(value: float | None, vmin: float = 0.0, vmax: float = 1.0) -> tuple[str, str]:
     """The fill and the text colour (CSS ``#rrggbb``) of a heat-table cell holding ``value``.
 
-    The fill runs linearly from :data:`LOW_RGB` at ``vmin`` to :data:`HIGH_RGB` at ``vmax``
-    (values outside are clipped); ``None`` or NaN gets :data:`MISSING_RGB`. The text is
+    The fill runs linearly from ``LOW_RGB`` at ``vmin`` to ``HIGH_RGB`` at ``vmax``
+    (values outside are clipped); ``None`` or NaN gets ``MISSING_RGB``. The text is
     black or white, whichever contrasts more with the fill (WCAG relative luminance), so
     every cell keeps a contrast of at least 4.5.
 
