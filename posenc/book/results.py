@@ -40,13 +40,17 @@ __all__ = [
     "Experiment",
     "Summary",
     "acc_key",
+    "chosen_lr",
     "loss_fingerprint",
+    "one_thread",
     "paired_difference",
     "pos_key",
     "provenance",
     "read_results",
     "summarize",
+    "timed_unit",
     "to_numpy",
+    "tuning_plan",
     "write_results",
 ]
 
@@ -447,6 +451,98 @@ def unit_key(unit: object) -> str:
     if not parts or not all(isinstance(p, (str, int, float)) and not isinstance(p, bool) for p in parts):
         raise TypeError(f"a unit must be a str, a number or a tuple of them, got {unit!r}")
     return ":".join(str(p) for p in parts)
+
+
+def one_thread(quick: bool = False) -> None:
+    """The ``setup`` of a script whose trials must give the same numbers on any CPU: one thread, deterministic kernels.
+
+    ``quick`` is what :class:`Experiment` passes to ``setup``; the setting is the same.
+
+    Example:
+        >>> import torch
+        >>> one_thread(); torch.get_num_threads()
+        1
+    """
+    import torch
+
+    if not isinstance(quick, bool):
+        raise TypeError(f"quick must be True or False, got {quick!r}")
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+
+
+def chosen_lr(rows: Sequence[Mapping], variant: str, lrs: Sequence[float], *,
+              score: str = "heldout_loss") -> float | None:
+    """A variant's learning rate: the lowest ``score`` among its tuning rows (ties: the smaller rate).
+
+    A tuning row has ``"variant"``, ``"role": "tune"``, ``"lr"`` and ``score``; ``None``
+    until every rate of ``lrs`` has a row (the seeds wait for the choice).
+
+    Example:
+        >>> rows = [{"variant": "a", "role": "tune", "lr": lr, "heldout_loss": v}
+        ...         for lr, v in ((0.01, 0.3), (0.03, 0.3))]
+        >>> chosen_lr(rows, "a", (0.01, 0.03)), chosen_lr(rows, "a", (0.01, 0.03, 0.1))
+        (0.01, None)
+    """
+    _check_rows(list(rows) if isinstance(rows, (list, tuple)) else rows)
+    if not isinstance(variant, str):
+        raise TypeError(f"variant must be a str, got {type(variant).__name__}")
+    if isinstance(lrs, (str, bytes)) or not isinstance(lrs, Sequence) or not lrs:
+        raise TypeError(f"lrs must be a non-empty sequence of learning rates, got {lrs!r}")
+    tuned = [r for r in rows if r.get("variant") == variant and r.get("role") == "tune"]
+    if len(tuned) < len(lrs):
+        return None
+    if not all(score in r and "lr" in r for r in tuned):
+        raise ValueError(f"rows: every tuning row of {variant!r} must have 'lr' and {score!r} (score)")
+    return min(tuned, key=lambda r: (r[score], r["lr"]))["lr"]
+
+
+def tuning_plan(saved: Mapping, variants: Iterable[str], lrs: Sequence[float], seeds: Sequence[int]) -> list[tuple]:
+    """The units of a tuned grid: ``("tune", variant, lr)`` for every rate, then ``("main", variant, seed)``.
+
+    A variant's seeds are planned once :func:`chosen_lr` can choose its rate from the
+    tuning rows in ``saved["rows"]``, so the plan grows as the results come in.
+
+    Example:
+        >>> tuning_plan({"rows": []}, ["a"], (0.01, 0.03), (0, 1))
+        [('tune', 'a', 0.01), ('tune', 'a', 0.03)]
+    """
+    if not isinstance(saved, Mapping) or not isinstance(saved.get("rows"), list):
+        raise TypeError(f"saved must be a results dict with a list 'rows', got {type(saved).__name__}")
+    if isinstance(variants, (str, bytes)):
+        raise TypeError(f"variants must be an iterable of names, got the str {variants!r}")
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
+        raise TypeError(f"seeds must be a sequence of ints, got {seeds!r}")
+    units = []
+    for name in variants:
+        units += [("tune", name, lr) for lr in lrs]
+        if chosen_lr(saved["rows"], name, lrs) is not None:
+            units += [("main", name, seed) for seed in seeds]
+    return units
+
+
+def timed_unit(ctx: Context, row_of: Callable[[], dict]) -> dict:
+    """Run one trial, ``row_of()``, and return what ``run_unit`` returns: ``{"rows": [row]}``.
+
+    The row gets ``"seconds"`` (its wall time, to 0.1 s) as its last key and is logged with
+    ``ctx.log``.
+
+    Example:
+        >>> timed_unit(Context(True, {"rows": []}, print), lambda: {"x": 1})["rows"][0]["x"]
+        {'x': 1, 'seconds': 0.0}
+        1
+    """
+    if not isinstance(ctx, Context):
+        raise TypeError(f"ctx must be the Context the harness hands to run_unit, got {type(ctx).__name__}")
+    if not callable(row_of):
+        raise TypeError(f"row_of must be callable, got {type(row_of).__name__}")
+    t0 = time.perf_counter()
+    row = row_of()
+    if not isinstance(row, dict):
+        raise TypeError(f"row_of must return a dict (one row), got {type(row).__name__}")
+    row["seconds"] = round(time.perf_counter() - t0, 1)
+    ctx.log(str(row))
+    return {"rows": [row]}
 
 
 class Context:

@@ -431,6 +431,19 @@ CASES: list[tuple[str, object, str]] = [
     ("to_numpy ragged", lambda: results.to_numpy([[1.0], [1.0, 2.0]]), "x"),
     ("write_results rows str", lambda: results.write_results("/tmp/_posenc_bad_input.json", "rows"), "rows"),
     ("write_results path int", lambda: results.write_results(3, []), "path"),
+    ("one_thread quick str", lambda: results.one_thread("yes"), "quick"),
+    ("chosen_lr rows str", lambda: results.chosen_lr("rows", "a", (0.01,)), "rows"),
+    ("chosen_lr variant int", lambda: results.chosen_lr([], 1, (0.01,)), "variant"),
+    ("chosen_lr lrs empty", lambda: results.chosen_lr([], "a", ()), "lrs"),
+    ("chosen_lr score missing", lambda: results.chosen_lr([{"variant": "a", "role": "tune", "lr": 0.01}], "a", (0.01,)),
+     "score"),
+    ("tuning_plan saved list", lambda: results.tuning_plan([], ["a"], (0.01,), (0,)), "saved"),
+    ("tuning_plan variants str", lambda: results.tuning_plan({"rows": []}, "a", (0.01,), (0,)), "variants"),
+    ("tuning_plan seeds int", lambda: results.tuning_plan({"rows": []}, ["a"], (0.01,), 3), "seeds"),
+    ("timed_unit ctx", lambda: results.timed_unit(None, dict), "ctx"),
+    ("timed_unit row_of", lambda: results.timed_unit(results.Context(True, {"rows": []}, print), 1), "row_of"),
+    ("timed_unit row_of returns list",
+     lambda: results.timed_unit(results.Context(True, {"rows": []}, print), lambda: [1]), "row_of"),
 ]
 
 

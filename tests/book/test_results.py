@@ -317,3 +317,18 @@ def test_experiment_bad_input(tmp_path):
         Experiment("x", tmp_path / "x.json", lambda u, c: [1], [1]).main(["--quiet"])
     with pytest.raises(TypeError, match="a unit must be"):
         Experiment("x", tmp_path / "x.json", lambda u, c: {}, [[1]]).main(["--quiet"])
+
+
+def test_tuned_grid_helpers_choose_the_lowest_score_and_plan_seeds_after_tuning():
+    from posenc.book.results import Context, chosen_lr, timed_unit, tuning_plan
+
+    rows = [{"variant": "a", "role": "tune", "lr": lr, "heldout_loss": v} for lr, v in ((0.03, 0.2), (0.01, 0.2))]
+    assert chosen_lr(rows, "a", (0.01, 0.03)) == 0.01  # a tie goes to the smaller rate
+    assert chosen_lr(rows, "a", (0.01, 0.03, 0.1)) is None
+    assert chosen_lr(rows, "b", (0.01,)) is None
+    assert tuning_plan({"rows": rows}, ["a", "b"], (0.01, 0.03), (0, 1)) == [
+        ("tune", "a", 0.01), ("tune", "a", 0.03), ("main", "a", 0), ("main", "a", 1),
+        ("tune", "b", 0.01), ("tune", "b", 0.03)]
+    logged = []
+    out = timed_unit(Context(False, {"rows": []}, logged.append), lambda: {"x": 1})
+    assert list(out["rows"][0]) == ["x", "seconds"] and len(logged) == 1
