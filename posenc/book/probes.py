@@ -94,6 +94,12 @@ def attention_score_terms(
     }
 
 
+def _check_budget(steps: object, batch: object, lr: object, seed: object) -> tuple[int, int, float, int]:
+    """The training budget every probe takes: ``steps`` and ``batch`` >= 1, ``lr`` > 0, ``seed`` an int."""
+    steps, batch = check_int("steps", steps), check_int("batch", batch)
+    return steps, batch, check_real("lr", lr, low=0.0, low_open=True), check_seed("seed", seed)
+
+
 def _fit_head(model: nn.Module, layers: list[nn.Module], batches, loss, *, lr: float, steps: int, **fit_options):
     """Adam at ``lr`` on the parameters of ``layers`` (the projections a probe trains), through the one loop
     :func:`~posenc.book.engine.fit` (one batch per step, in the order the probe draws them)."""
@@ -140,9 +146,7 @@ def train_offset_head(
     offset = check_int("offset", offset, minimum=0)
     if offset >= seq_len:
         raise ValueError(f"offset must be < seq_len={seq_len}, got {offset}")
-    steps = check_int("steps", steps)
-    batch, seed = check_int("batch", batch), check_seed("seed", seed)
-    lr = check_real("lr", lr, low=0.0, low_open=True)
+    steps, batch, lr, seed = _check_budget(steps, batch, lr, seed)
     content_scale = check_real("content_scale", content_scale, low=0.0)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
@@ -209,9 +213,8 @@ def train_rope_head(
 
     task = check_choice("task", task, ROPE_PROBE_TASKS)
     d_model, head_dim = check_int("d_model", d_model), check_int("head_dim", head_dim, minimum=2)
-    seq_len, steps = check_int("seq_len", seq_len, minimum=3), check_int("steps", steps)
-    batch, seed = check_int("batch", batch), check_seed("seed", seed)
-    lr = check_real("lr", lr, low=0.0, low_open=True)
+    seq_len = check_int("seq_len", seq_len, minimum=3)
+    steps, batch, lr, seed = _check_budget(steps, batch, lr, seed)
     gen = torch.Generator().manual_seed(seed)
     with seeded(seed):
         w_q = nn.Linear(d_model, head_dim).double()
@@ -362,13 +365,11 @@ def train_position_head(
         raise ValueError(f"head_dim must be even for encoding='rope', got {head_dim}")
     if encoding == "additive" and d_model % 2:
         raise ValueError(f"d_model must be even for encoding='additive', got {d_model}")
-    seq_len, steps = check_int("seq_len", seq_len, minimum=2), check_int("steps", steps)
-    batch = check_int("batch", batch)
+    seq_len = check_int("seq_len", seq_len, minimum=2)
+    steps, batch, lr, seed = _check_budget(steps, batch, lr, seed)
     if eval_every is not None:
         eval_every = check_int("eval_every", eval_every)
     patience = check_int("patience", patience)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
     if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 1:
         raise ValueError(f"base must be a finite number > 1, got {base!r}")
 
