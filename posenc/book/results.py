@@ -20,6 +20,7 @@ This module imports no chapter module: the chapters and the scripts import it.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -577,7 +578,15 @@ class Experiment:
     - ``--quick``: ``run_unit`` gets ``ctx.quick = True`` (a tiny budget), the units of
       ``quick_plan`` (default: the first unit of the plan) run and nothing is saved;
     - prints a progress line per pack: units done and left, core-minutes, the estimated
-      time left.
+      time left;
+    - ``--workers N`` (default ``workers``, 1): runs disjoint packs in ``N`` processes (forked,
+      each on one thread after ``setup``); the parent alone merges, writes and commits a pack
+      as it finishes, so a stop loses at most the packs in flight. A worker's ``ctx.saved`` is
+      the results as they stood when its pack was handed out (with the earlier units of its
+      own pack), and the plan is asked again only from merged results: a unit may read the
+      rows that the plan waited for (a seed reading its variant's tuning), not those of
+      units planned beside it. The rows of the session are kept in the order of the plan
+      (not of finishing), so ``N`` workers write the same rows, in the same order, as one.
 
     Example:
         >>> import tempfile, pathlib
@@ -603,6 +612,7 @@ class Experiment:
         fingerprint: Callable[[], dict] | None = None,
         metadata: Mapping | None = None,
         setup: Callable[[bool], None] | None = None,
+        workers: int = 1,
     ):
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty str, got {name!r}")
@@ -621,6 +631,7 @@ class Experiment:
         self.fingerprint = fingerprint
         self.metadata = dict(metadata or {})
         self.setup = setup
+        self.workers = check_int("workers", workers)
         self._fingerprint: dict | None = None
 
     # -- pieces, usable on their own
@@ -680,6 +691,8 @@ class Experiment:
         ap.add_argument("--commit", action="store_true", help="git-commit the results file after every pack")
         ap.add_argument("--pack", type=int, default=None, help=f"units per pack (default {self.pack})")
         ap.add_argument("--out", type=Path, default=None, help=f"results file (default {self.path})")
+        ap.add_argument("--workers", type=int, default=None,
+                        help=f"processes running packs at once, one thread each (default {self.workers})")
         ap.add_argument("--quiet", action="store_true", help="no progress lines")
         ap.add_argument("--stamp", action="store_true",
                         help="run nothing: record this commit's provenance and fingerprint in the results file "
@@ -708,6 +721,9 @@ class Experiment:
                 log(f"quick {unit_key(unit)}: " + ", ".join(f"{k}: {len(v)}" for k, v in out.items()))
             log("quick run finished; nothing saved")
             return 0
+        workers = self.workers if args.workers is None else check_int("--workers", args.workers)
+        if workers > 1:
+            return self._run_pool(saved, ctx, workers, args, log)
         session = provenance()
         t0, cpu0 = time.perf_counter(), time.process_time()
         spent: list[float] = []
@@ -748,6 +764,89 @@ class Experiment:
         log("stopped by --max-minutes" if stopped else f"finished: {len(self.done_keys(saved))} units in {self.path}")
         return 0
 
+    def _run_pool(self, saved: dict, ctx: Context, workers: int, args: argparse.Namespace, log) -> int:
+        """``main`` with ``workers`` processes: hand out packs, merge and save each as it finishes."""
+        import multiprocessing
+        import queue
+
+        global _POOL_EXPERIMENT
+        session = {**provenance(), "workers": workers}
+        base = {k: list(v) for k, v in saved.items() if isinstance(v, list)}  # the file before this session
+        finished: dict[str, tuple[object, Mapping, dict]] = {}  # key -> (unit, out, unit record)
+        t0 = time.perf_counter()
+        spent: list[float] = []
+        in_flight: dict[int, list[object]] = {}
+        results: queue.Queue = queue.Queue()
+        packs = 0
+        stopped = False
+        _POOL_EXPERIMENT = (self.run_unit, args.quick, log)
+        pool = multiprocessing.get_context("fork").Pool(workers, initializer=_pool_worker_setup, initargs=(self.setup,))
+        try:
+            while True:
+                busy = {unit_key(u) for pack in in_flight.values() for u in pack}
+                done = self.done_keys(saved)
+                todo = [u for u in self.units(saved) if unit_key(u) not in done and unit_key(u) not in busy]
+                while todo and len(in_flight) < workers and not stopped:
+                    pack, todo = todo[: self.pack], todo[self.pack:]
+                    if args.max_minutes is not None:
+                        estimate = len(pack) * sum(spent) / len(spent) if spent else 0.0
+                        if time.perf_counter() - t0 + estimate > 60 * args.max_minutes:
+                            log(f"--max-minutes {args.max_minutes:g}: handing out no pack from "
+                                f"{unit_key(pack[0])} on; run again to continue")
+                            stopped = True
+                            break
+                    packs += 1
+                    in_flight[packs] = pack
+                    pool.apply_async(_pool_run_pack, (packs, pack, copy.deepcopy(saved)), callback=results.put,
+                                     error_callback=lambda err: results.put(err))
+                if not in_flight:
+                    break
+                got = results.get()
+                if isinstance(got, BaseException):
+                    raise got
+                number, outs = got
+                pack = in_flight.pop(number)
+                for unit, out, wall, cpu in outs:
+                    if not isinstance(out, Mapping) or not all(isinstance(v, list) for v in out.values()):
+                        raise TypeError(f"run_unit must return a dict of lists (e.g. {{'rows': [...]}}), got {out!r:.80}")
+                    spent.append(wall)
+                    finished[unit_key(unit)] = (unit, out, {
+                        "key": unit_key(unit), "commit": session["commit"],
+                        "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)})
+                self._merge(saved, base, finished)
+                left = len([u for u in self.units(saved) if unit_key(u) not in self.done_keys(saved)])
+                core_min = sum(r["cpu_seconds"] for _, _, r in finished.values()) / 60
+                eta = (sum(spent) / len(spent)) * left / 60 / workers if spent else 0.0
+                n = len(self.done_keys(saved))
+                message = (f"{self.name}: pack {unit_key(pack[0])}.. ({len(pack)} units) in, {n} units done, "
+                           f"{left} left, {core_min:.1f} core-minutes this session, {workers} workers")
+                self.save(saved, session=session, message=message if args.commit else None)
+                log(f"pack from {unit_key(pack[0])} ({len(pack)} units): {n} units done, {left} left, "
+                    f"{len(in_flight)} packs in flight, {core_min:.1f} core-min, about {eta:.1f} min left")
+        finally:
+            pool.terminate()
+            pool.join()
+            _POOL_EXPERIMENT = None
+        log("stopped by --max-minutes" if stopped else f"finished: {len(self.done_keys(saved))} units in {self.path}")
+        return 0
+
+    def _merge(self, saved: dict, base: dict, finished: dict) -> None:
+        """Rebuild ``saved``'s lists: the file's own items, then this session's units in the order of the plan."""
+
+        def build(keys: list[str]) -> None:
+            sections: dict[str, list] = {k: list(v) for k, v in base.items()}
+            sections.setdefault("rows", [])
+            for key in keys:
+                unit, out, record = finished[key]
+                for section, items in out.items():
+                    sections.setdefault(section, []).extend(items)
+                sections.setdefault("units", []).append(record)
+            saved.update(sections)
+
+        build(list(finished))  # first the content, so that a plan which grows with the results sees it
+        order = {unit_key(u): i for i, u in enumerate(self.units(saved))}
+        build(sorted(finished, key=lambda k: order.get(k, len(order))))  # stable: units off the plan last
+
     def _end_pack(self, saved, session, k, left, spent, t0, cpu0, commit, log) -> None:
         n_packs = k + math.ceil(left / self.pack) if left else k
         core_min = (time.process_time() - cpu0) / 60
@@ -757,3 +856,34 @@ class Experiment:
         self.save(saved, session=session, message=message if commit else None)
         log(f"pack {k}/{n_packs}: {len(self.done_keys(saved))} units done, {left} left, "
             f"{core_min:.1f} core-min, about {eta:.1f} min left")
+
+
+# --------------------------------------------------------------------------- the worker pool
+
+#: (run_unit, quick, log) of the experiment a pool runs; set in the parent before the workers are
+#: forked, so they inherit it (the functions of a script need not be picklable)
+_POOL_EXPERIMENT: tuple | None = None
+
+
+def _pool_worker_setup(setup: Callable[[bool], None] | None) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    if setup is not None:
+        setup(_POOL_EXPERIMENT[1])
+
+
+def _pool_run_pack(number: int, pack: list, saved: dict) -> tuple[int, list]:
+    """Run the units of one pack in a worker: ``(number, [(unit, out, wall_seconds, cpu_seconds), ...])``."""
+    run_unit, quick, log = _POOL_EXPERIMENT
+    ctx = Context(quick, saved, log)
+    outs = []
+    for unit in pack:
+        w, c = time.perf_counter(), time.process_time()
+        out = run_unit(unit, ctx)
+        outs.append((unit, out, time.perf_counter() - w, time.process_time() - c))
+        if isinstance(out, Mapping):  # the next unit of the pack sees it, as with one worker
+            for section, items in out.items():
+                if isinstance(items, list):
+                    saved.setdefault(section, []).extend(items)
+    return number, outs

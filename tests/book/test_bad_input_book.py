@@ -421,6 +421,7 @@ CASES: list[tuple[str, object, str]] = [
     ("Experiment run_unit", lambda: results.Experiment("x", "r.json", 1, []), "run_unit"),
     ("Experiment plan str", lambda: results.Experiment("x", "r.json", lambda u, c: {}, "ab"), "plan"),
     ("Experiment pack 0", lambda: results.Experiment("x", "r.json", lambda u, c: {}, [], pack=0), "pack"),
+    ("Experiment workers 0", lambda: results.Experiment("x", "r.json", lambda u, c: {}, [], workers=0), "workers"),
     ("loss_fingerprint first_losses", lambda: results.loss_fingerprint(1, {}, []), "first_losses"),
     ("loss_fingerprint n 0", lambda: results.loss_fingerprint(lambda *a, **k: [], {}, [], n=0), "n"),
     ("provenance core_hours -1", lambda: results.provenance(core_hours=-1.0), "core_hours"),
