@@ -1080,10 +1080,6 @@ def reading_time(path: str | Path) -> dict[str, Any]:
     }
 
 
-def _indent(text: str, prefix: str = "") -> str:
-    return textwrap.indent(text, prefix)
-
-
 def problem_set(chapter: int, root: str | Path = ".") -> str:
     """The problem set of ``chapter`` (1-8) as a MyST page: every exercise of the chapter
     without its solution, with its label, and the checkable exercises with their stub and
