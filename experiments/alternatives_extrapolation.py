@@ -33,11 +33,10 @@ from __future__ import annotations
 import math
 import sys
 
-import torch
 
 from posenc.book.models import SCHEMES
 from posenc.book.resources import DATA_DIR  # the saved results ship with posenc.book
-from posenc.book.results import Experiment, loss_fingerprint
+from posenc.book.results import Experiment, loss_fingerprint, one_thread
 from posenc.book.tasks import TASKS
 from posenc.book.training import RunConfig, first_losses, run_trial
 
@@ -124,11 +123,6 @@ def done(saved: dict) -> list[str]:  # the trials of a file written before the h
     return [":".join(str(p) for p in trial_key(r)) for r in saved["rows"] if r.get("final")]
 
 
-def setup(quick: bool) -> None:
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-
-
 def fingerprint(saved: dict) -> dict:
     """The first 20 training losses of one trial per scheme (seed 0 at its group's chosen rate, or
     the default rate before one is chosen; the tasks and variants taken in turn, so every one
@@ -147,7 +141,7 @@ def fingerprint(saved: dict) -> dict:
 EXPERIMENT = Experiment(
     "alternatives_extrapolation", DATA_DIR / "alternatives.json", run_unit, plan, protocol=PROTOCOL,
     quick_plan=[("tune", TASKS[0], "none", "plain", TUNE_SEED, 3e-3), ("tune", TASKS[0], "rope", "plain", TUNE_SEED, 1e-2)],
-    pack=2, done=done, setup=setup, fingerprint=lambda: fingerprint(EXPERIMENT.load()),
+    pack=2, done=done, setup=one_thread, fingerprint=lambda: fingerprint(EXPERIMENT.load()),
     metadata={"description": DESCRIPTION, "command": "python experiments/alternatives_extrapolation.py",
               "config": RunConfig(**SHARED).to_dict(), "chosen_lr": chosen_lrs},
 )

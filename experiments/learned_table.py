@@ -28,13 +28,12 @@ from __future__ import annotations
 import copy
 import time
 
-import torch
 
 from posenc.book import realtext as rt
 from posenc.book.engine import seeded
 from posenc.book.recipes import extend_learned_table
 from posenc.book.resources import DATA_DIR
-from posenc.book.results import Experiment, loss_fingerprint
+from posenc.book.results import Experiment, loss_fingerprint, one_thread
 
 CONFIG = rt.TextConfig(steps=2000, eval_every=500)
 PROTOCOL = {"config": CONFIG.to_dict(), "seeds": [0, 1], "factor": 4, "test_chars": 16384, "stride": 16,
@@ -85,11 +84,6 @@ def run_unit(unit: tuple, ctx) -> dict:
     return {"rows": rows, "runs": [run]}
 
 
-def setup(quick: bool) -> None:
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-
-
 def fingerprint() -> dict:
     """The first 20 training losses of the seed-0 base model."""
     return loss_fingerprint(rt.first_losses, CONFIG.to_dict(), [(0, {"scheme": "learned"})])
@@ -97,7 +91,7 @@ def fingerprint() -> dict:
 
 EXPERIMENT = Experiment(
     "learned_table", DATA_DIR / "learned_table.json", run_unit, [("seed", s) for s in PROTOCOL["seeds"]],
-    protocol=PROTOCOL, setup=setup, fingerprint=fingerprint,
+    protocol=PROTOCOL, setup=one_thread, fingerprint=fingerprint,
 )
 
 if __name__ == "__main__":

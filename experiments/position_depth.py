@@ -16,14 +16,10 @@ and records provenance and the fingerprint.
 
 from __future__ import annotations
 
-import time
-
-import torch
-
 from posenc.book.depth import DEPTH_PROTOCOL, first_losses, layer_probe, train_depth_net, build_depth_net
 from posenc.book.engine import seeded
 from posenc.book.resources import DATA_DIR
-from posenc.book.results import Experiment, loss_fingerprint
+from posenc.book.results import Experiment, loss_fingerprint, one_thread, timed_unit
 
 CONFIG = dict(DEPTH_PROTOCOL, d_model=32, n_heads=2, n_layers=3, length=10, vocab=10, batch=32, steps=1500)
 QUICK = dict(CONFIG, steps=20)
@@ -37,24 +33,19 @@ def plan(saved: dict) -> list[tuple]:
 def run_unit(unit: tuple, ctx) -> dict:
     role, res, seed = unit
     config = QUICK if ctx.quick else CONFIG
-    t0 = time.perf_counter()
-    if role == "init":
-        with seeded(seed):
-            model, losses = build_depth_net(config, res == "residual"), []
-    else:
-        model, losses = train_depth_net(res == "residual", seed=seed, config=config)
-    probe = layer_probe(model, sequences=config["probe_sequences"], seed=1000 + seed, ridge=config["ridge"])
-    row = {"role": role, "residual": res == "residual", "seed": seed,
-           "probe": [round(a, 6) for a in probe["probe"]], "task_accuracy": round(probe["task"], 6),
-           "final_loss": round(sum(losses[-50:]) / len(losses[-50:]), 6) if losses else None,
-           "seconds": round(time.perf_counter() - t0, 1)}
-    ctx.log(str(row))
-    return {"rows": [row]}
 
+    def row() -> dict:
+        if role == "init":
+            with seeded(seed):
+                model, losses = build_depth_net(config, res == "residual"), []
+        else:
+            model, losses = train_depth_net(res == "residual", seed=seed, config=config)
+        probe = layer_probe(model, sequences=config["probe_sequences"], seed=1000 + seed, ridge=config["ridge"])
+        return {"role": role, "residual": res == "residual", "seed": seed,
+                "probe": [round(a, 6) for a in probe["probe"]], "task_accuracy": round(probe["task"], 6),
+                "final_loss": round(sum(losses[-50:]) / len(losses[-50:]), 6) if losses else None}
 
-def setup(quick: bool) -> None:
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    return timed_unit(ctx, row)
 
 
 def fingerprint() -> dict:
@@ -63,7 +54,7 @@ def fingerprint() -> dict:
 
 
 EXPERIMENT = Experiment(
-    "position_depth", DATA_DIR / "position_depth.json", run_unit, plan, pack=2, setup=setup,
+    "position_depth", DATA_DIR / "position_depth.json", run_unit, plan, pack=2, setup=one_thread,
     fingerprint=fingerprint, metadata={"config": CONFIG}, quick_plan=[("trained", "plain", 0)],
 )
 

@@ -46,7 +46,7 @@ from posenc.book.realtext import (
     with_rotary_scaling,
 )
 from posenc.book.resources import DATA_DIR
-from posenc.book.results import Experiment, loss_fingerprint
+from posenc.book.results import Experiment, loss_fingerprint, one_thread
 
 HERE = Path(__file__).resolve().parent
 OUT = DATA_DIR / "realtext.json"
@@ -186,11 +186,6 @@ def ext_unit(corpus, seed: int, config: TextConfig, ft_steps: int, cache: Path, 
     return {"rows": rows, "extension_runs": [{"seed": seed, "fine_tune": tuned_info}]}
 
 
-def setup(quick: bool) -> None:
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-
-
 @functools.cache
 def corpus():
     return load_corpus()
@@ -211,7 +206,7 @@ def fingerprint() -> dict:
 
 
 EXPERIMENT = Experiment(
-    "realtext", OUT, run_unit, PLAN, protocol=PROTOCOL, quick_plan=QUICK_PLAN, pack=2, setup=setup,
+    "realtext", OUT, run_unit, PLAN, protocol=PROTOCOL, quick_plan=QUICK_PLAN, pack=2, setup=one_thread,
     fingerprint=fingerprint,
     metadata={"corpus": lambda saved: corpus().record(),  # the chapter reads core_hours: all units' CPU time
               "core_hours": lambda saved: round(sum(u["cpu_seconds"] for u in saved["units"]) / 3600, 3)},

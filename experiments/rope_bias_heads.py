@@ -14,13 +14,9 @@ saves after every pack, resumes, and records provenance and the fingerprint.
 
 from __future__ import annotations
 
-import time
-
-import torch
-
-from posenc.book.probes import first_losses, train_position_head
+from posenc.book.probes import first_losses, position_head_unit
 from posenc.book.resources import DATA_DIR
-from posenc.book.results import Experiment, loss_fingerprint
+from posenc.book.results import Experiment, loss_fingerprint, one_thread, tuning_plan
 
 # (name, encoding, bias, shared)
 VARIANTS = [
@@ -31,6 +27,7 @@ VARIANTS = [
     ("additive, no bias", "additive", False, 0.0),
     ("none, no bias", "none", False, 0.0),
 ]
+SETTINGS = {name: {"encoding": e, "bias": b, "shared": s} for name, e, b, s in VARIANTS}
 LRS = (3e-3, 1e-2, 3e-2)
 TUNE_SEED, SEEDS = 100, (0, 1, 2)
 PROTOCOL = {"steps": 3000, "eval_every": 100, "patience": 5, "batch": 32, "content_scale": 1.0}
@@ -38,21 +35,8 @@ QUICK = dict(PROTOCOL, steps=20, eval_every=10)
 CONFIG = {**PROTOCOL, "lrs": list(LRS), "tune_seed": TUNE_SEED, "seeds": list(SEEDS)}
 
 
-def chosen_lr(saved: dict, name: str) -> float | None:
-    """The variant's learning rate: the lowest held-out loss of its tuning runs (ties: the smaller rate)."""
-    tuned = [r for r in saved["rows"] if r["variant"] == name and r["role"] == "tune"]
-    if len(tuned) < len(LRS):
-        return None
-    return min(tuned, key=lambda r: (r["heldout_loss"], r["lr"]))["lr"]
-
-
 def plan(saved: dict) -> list[tuple]:
-    units = []
-    for name, *_ in VARIANTS:
-        units += [("tune", name, lr) for lr in LRS]
-        if chosen_lr(saved, name) is not None:
-            units += [("main", name, seed) for seed in SEEDS]
-    return units
+    return tuning_plan(saved, [v[0] for v in VARIANTS], LRS, SEEDS)
 
 
 def done(saved: dict) -> list[str]:  # the rows of a file written before the harness
@@ -60,26 +44,8 @@ def done(saved: dict) -> list[str]:  # the rows of a file written before the har
 
 
 def run_unit(unit: tuple, ctx) -> dict:
-    role, name, x = unit
-    _, encoding, bias, shared = next(v for v in VARIANTS if v[0] == name)
-    lr, seed = (x, TUNE_SEED) if role == "tune" else (chosen_lr(ctx.saved, name) or LRS[0], x)
-    protocol = QUICK if ctx.quick else PROTOCOL
-    t0 = time.perf_counter()
-    out = train_position_head(encoding, bias=bias, shared=shared, lr=lr, seed=seed, **protocol)
-    row = {
-        "variant": name, "encoding": encoding, "bias": bias, "shared": shared, "lr": lr, "seed": seed,
-        "role": role, "accuracy": round(out["accuracy"], 6), "heldout_loss": round(out["heldout_loss"], 6),
-        "best_step": out["best_step"], "steps_run": out["steps_run"],
-        "stop": "budget" if out["steps_run"] >= protocol["steps"] else "patience",
-        "seconds": round(time.perf_counter() - t0, 1),
-    }
-    ctx.log(str(row))
-    return {"rows": [row]}
-
-
-def setup(quick: bool) -> None:
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    return position_head_unit(unit, ctx, variants=SETTINGS, lrs=LRS, tune_seed=TUNE_SEED, protocol=PROTOCOL,
+                              quick_protocol=QUICK)
 
 
 def fingerprint() -> dict:
@@ -89,7 +55,7 @@ def fingerprint() -> dict:
 
 
 EXPERIMENT = Experiment(
-    "rope_bias_heads", DATA_DIR / "rope_bias_heads.json", run_unit, plan, pack=3, done=done, setup=setup,
+    "rope_bias_heads", DATA_DIR / "rope_bias_heads.json", run_unit, plan, pack=3, done=done, setup=one_thread,
     fingerprint=fingerprint, metadata={"config": CONFIG},
 )
 

@@ -56,7 +56,7 @@ import torch
 
 from posenc.book import tabular
 from posenc.book.resources import DATA_DIR  # the saved results ship with posenc.book
-from posenc.book.results import Experiment, loss_fingerprint, read_results
+from posenc.book.results import Experiment, loss_fingerprint, one_thread, read_results
 
 DIGITS = 5
 
@@ -279,11 +279,6 @@ def _machine() -> str:
             f"python {platform.python_version()}")
 
 
-def setup(quick: bool) -> None:
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-
-
 def experiment(part: str) -> Experiment:
     """The harness of ``part``: one unit per (task, split), saved to ``tabular_<part>.json``."""
     cfg = PARTS[part]
@@ -306,7 +301,7 @@ def experiment(part: str) -> Experiment:
         [(task, split) for split in range(cfg["splits"]) for task in cfg["tasks"]] if cfg.get("interleave")
         else [(task, split) for task in cfg["tasks"] for split in range(cfg["splits"])],
         done=lambda saved: {f"{r['task']}:{r['split']}" for r in saved["rows"]},  # a file written before the harness
-        setup=setup, fingerprint=lambda: fingerprint(part),
+        setup=one_thread, fingerprint=lambda: fingerprint(part),
         metadata={
             "config": cfg | ({"sigmas": SIGMAS} if part == "sigma" else {}),
             "command": f"python experiments/tabular_resampling.py {part}",

@@ -34,21 +34,15 @@ provenance and the first 20 training losses of seed 0 of every scheme as its fin
 
 from __future__ import annotations
 
-import torch
 
 from posenc.book.resources import DATA_DIR
-from posenc.book.results import Experiment, loss_fingerprint
+from posenc.book.results import Experiment, loss_fingerprint, one_thread
 from posenc.book.vision import VISION_SCHEMES, CanvasConfig, first_losses, run_canvas_trial
 
 CONFIG = CanvasConfig()  # its defaults are the protocol
 QUICK = CanvasConfig(max_epochs=1, patience=10, n_train=128)
 SEEDS = tuple(range(10))
 PLAN = [(scheme, seed) for seed in SEEDS for scheme in VISION_SCHEMES]
-
-
-def setup(quick: bool) -> None:
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
 
 
 def run_unit(unit: tuple, ctx) -> dict:
@@ -64,7 +58,7 @@ def fingerprint() -> dict:
 
 
 EXPERIMENT = Experiment(
-    "vision_canvas", DATA_DIR / "vision_canvas.json", run_unit, PLAN, pack=2, setup=setup,
+    "vision_canvas", DATA_DIR / "vision_canvas.json", run_unit, PLAN, pack=2, setup=one_thread,
     quick_plan=[("rope_axial", 0), ("sincos_2d", 0)],
     fingerprint=fingerprint,
     metadata={

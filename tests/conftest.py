@@ -27,3 +27,23 @@ def _seeded_single_thread():
     yield
     torch.set_num_threads(threads)
     torch.random.set_rng_state(state)
+
+
+def _meta_then_reset(factory):
+    """``(fresh, module)``: ``factory()`` built normally and built on the meta device, moved to the CPU and
+    reset with ``reset_parameters()``, each after ``torch.manual_seed(0)``; the two must be equal."""
+    torch.manual_seed(0)
+    fresh = factory()
+    with torch.device("meta"):
+        module = factory()
+    assert all(t.device.type == "meta" for t in (*module.parameters(), *module.buffers()))
+    module.to_empty(device="cpu")
+    torch.manual_seed(0)
+    module.reset_parameters()  # the module's own reset re-initialises its children
+    return fresh, module
+
+
+@pytest.fixture
+def meta_then_reset():
+    """The check of a module's ``reset_parameters`` after meta-device initialisation (see ``_meta_then_reset``)."""
+    return _meta_then_reset

@@ -213,10 +213,6 @@ def layer_probe(model: DepthNet, *, sequences: int = 1024, seed: int = 0, ridge:
     return {"probe": probe, "task": float((logits.argmax(-1) == y).float().mean())}
 
 
-def _rms(x: torch.Tensor) -> torch.Tensor:
-    return x.pow(2).mean(-1, keepdim=True).sqrt()
-
-
 def norm_share(tokens: torch.Tensor, pe: torch.Tensor, norm: str) -> float:
     """The encoding's share of the energy of ``norm(tokens + pe)``, averaged over rows.
 

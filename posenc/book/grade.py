@@ -40,6 +40,7 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import re
 import sys
 import textwrap
@@ -1017,6 +1018,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the checkable exercises")
     parser.add_argument("--stub", metavar="LABEL", help="print the stub of an exercise")
     parser.add_argument("--write-pages", metavar="ROOT", help="write the problem-set pages of the book at ROOT")
+    if argv is not None and (isinstance(argv, (str, bytes)) or not all(isinstance(a, str) for a in argv)):
+        raise TypeError(f"argv must be a list of str (the command-line words) or None, got {argv!r}")
     args = parser.parse_args(argv)
     if args.write_pages:
         for page in write_pages(args.write_pages):
@@ -1045,7 +1048,9 @@ def _notebook(path: Path) -> list[dict[str, Any]]:
     return json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
 
 
-def _chapters(root: Path) -> list[Path]:
+def _chapters(root: object) -> list[Path]:
+    if not isinstance(root, (str, os.PathLike)):
+        raise TypeError(f"root must be a str or a pathlib.Path (the repository), got {type(root).__name__}")
     return sorted((Path(root) / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
@@ -1080,17 +1085,13 @@ def reading_time(path: str | Path) -> dict[str, Any]:
     }
 
 
-def _indent(text: str, prefix: str = "") -> str:
-    return textwrap.indent(text, prefix)
-
-
 def problem_set(chapter: int, root: str | Path = ".") -> str:
     """The problem set of ``chapter`` (1-8) as a MyST page: every exercise of the chapter
     without its solution, with its label, and the checkable exercises with their stub and
     the ``check`` call. ``root`` is the repository (its ``notebooks/`` are read)."""
     if isinstance(chapter, bool) or not isinstance(chapter, int):
         raise TypeError(f"chapter must be an int from 1 to 8, got {chapter!r}")
-    paths = {int(p.name[:2]): p for p in _chapters(Path(root))}
+    paths = {int(p.name[:2]): p for p in _chapters(root)}
     if chapter not in paths:
         raise ValueError(f"chapter must be one of {sorted(paths)}, got {chapter}")
     path = paths[chapter]
@@ -1148,7 +1149,7 @@ def problem_set(chapter: int, root: str | Path = ".") -> str:
 def write_pages(root: str | Path = ".") -> list[Path]:
     """Write ``book/problems/ch<N>.md`` for every chapter; returns the paths written."""
     written = []
-    for path in _chapters(Path(root)):
+    for path in _chapters(root):
         n = int(path.name[:2])
         page = Path(root) / "book" / "problems" / f"ch{n}.md"
         page.parent.mkdir(parents=True, exist_ok=True)

@@ -6,9 +6,6 @@ stays readable in both the light and the dark theme of the online book.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from collections.abc import Iterator
-
 import matplotlib as mpl
 
 from ._validate import as_finite_array, check_axes, check_figure, check_names, check_rows
@@ -20,7 +17,6 @@ __all__ = [
     "MIN_FONT_PT",
     "PIXEL_DENSITY",
     "SCHEME_STYLES",
-    "book_style",
     "figure_png",
     "figure_problems",
     "plot_encoding_heatmap",
@@ -166,13 +162,6 @@ def use_book_style() -> None:
     formatters["image/png"].for_type(Figure, figure_png)
     for mime in ("image/svg+xml", "application/pdf", "image/jpeg"):
         formatters[mime].type_printers.pop(Figure, None)
-
-
-@contextmanager
-def book_style() -> Iterator[None]:
-    """Context manager form of :data:`BOOK_RC` (the parameters only), restoring the previous style."""
-    with mpl.rc_context(BOOK_RC):
-        yield
 
 
 # --- chapter 6: length extrapolation ---------------------------------------------------

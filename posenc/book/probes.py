@@ -13,6 +13,7 @@ small decoder whose layers alternate RoPE and no positional encoding.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -23,7 +24,8 @@ from ._validate import check_module, check_real, check_seed, check_tensor
 from ..attention import SelfAttention
 from ..rotary import rotary_frequencies
 from ..sinusoidal import sinusoidal_encoding
-from .engine import seeded
+from .engine import fit, seeded
+from .results import Context, chosen_lr, timed_unit
 
 __all__ = [
     "POSITION_HEAD_ENCODINGS",
@@ -41,6 +43,7 @@ __all__ = [
     "train_position_head",
     "train_rope_head",
     "first_losses",
+    "position_head_unit",
     "qk_norm_shift_gap",
 ]
 
@@ -91,6 +94,19 @@ def attention_score_terms(
     }
 
 
+def _check_budget(steps: object, batch: object, lr: object, seed: object) -> tuple[int, int, float, int]:
+    """The training budget every probe takes: ``steps`` and ``batch`` >= 1, ``lr`` > 0, ``seed`` an int."""
+    steps, batch = check_int("steps", steps), check_int("batch", batch)
+    return steps, batch, check_real("lr", lr, low=0.0, low_open=True), check_seed("seed", seed)
+
+
+def _fit_head(model: nn.Module, layers: list[nn.Module], batches, loss, *, lr: float, steps: int, **fit_options):
+    """Adam at ``lr`` on the parameters of ``layers`` (the projections a probe trains), through the one loop
+    :func:`~posenc.book.engine.fit` (one batch per step, in the order the probe draws them)."""
+    params = [p for layer in layers for p in layer.parameters()]
+    return fit(model, batches, loss, optimiser=torch.optim.Adam(params, lr=lr), steps=steps, **fit_options)
+
+
 def train_offset_head(
     d_model: int = 32,
     seq_len: int = 32,
@@ -130,9 +146,7 @@ def train_offset_head(
     offset = check_int("offset", offset, minimum=0)
     if offset >= seq_len:
         raise ValueError(f"offset must be < seq_len={seq_len}, got {offset}")
-    steps = check_int("steps", steps)
-    batch, seed = check_int("batch", batch), check_seed("seed", seed)
-    lr = check_real("lr", lr, low=0.0, low_open=True)
+    steps, batch, lr, seed = _check_budget(steps, batch, lr, seed)
     content_scale = check_real("content_scale", content_scale, low=0.0)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
@@ -141,23 +155,19 @@ def train_offset_head(
         attn = SelfAttention(d_model).to(dtype)
     pe = torch.from_numpy(sinusoidal_encoding(seq_len, d_model)).to(dtype)
     targets = torch.arange(offset, seq_len) - offset
-    opt = torch.optim.Adam(list(attn.w_q.parameters()) + list(attn.w_k.parameters()), lr=lr)
+
+    def draw() -> torch.Tensor:
+        return content_scale * torch.randn(batch, seq_len, d_model, generator=gen, dtype=dtype) + pe
 
     def log_weights(x: torch.Tensor) -> torch.Tensor:
         q, k = attn.w_q(x), attn.w_k(x)
         scores = q @ k.transpose(-2, -1) / math.sqrt(attn.head_dim)
         return scores[:, offset:].log_softmax(-1)
 
-    for _ in range(steps):
-        x = content_scale * torch.randn(batch, seq_len, d_model, generator=gen, dtype=dtype) + pe
-        lw = log_weights(x)
-        loss = -lw[:, torch.arange(len(targets)), targets].mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    _fit_head(attn, [attn.w_q, attn.w_k], iter(draw, None),
+              lambda _, x: -log_weights(x)[:, torch.arange(len(targets)), targets].mean(), lr=lr, steps=steps)
     with torch.no_grad():
-        x = content_scale * torch.randn(batch, seq_len, d_model, generator=gen, dtype=dtype) + pe
-        acc = (log_weights(x).argmax(-1) == targets).float().mean().item()
+        acc = (log_weights(draw()).argmax(-1) == targets).float().mean().item()
     return attn, acc
 
 
@@ -203,15 +213,13 @@ def train_rope_head(
 
     task = check_choice("task", task, ROPE_PROBE_TASKS)
     d_model, head_dim = check_int("d_model", d_model), check_int("head_dim", head_dim, minimum=2)
-    seq_len, steps = check_int("seq_len", seq_len, minimum=3), check_int("steps", steps)
-    batch, seed = check_int("batch", batch), check_seed("seed", seed)
-    lr = check_real("lr", lr, low=0.0, low_open=True)
+    seq_len = check_int("seq_len", seq_len, minimum=3)
+    steps, batch, lr, seed = _check_budget(steps, batch, lr, seed)
     gen = torch.Generator().manual_seed(seed)
     with seeded(seed):
         w_q = nn.Linear(d_model, head_dim).double()
         w_k = nn.Linear(d_model, head_dim).double()
     rope = RotaryEmbedding(head_dim, base=base, layout="interleaved")
-    opt = torch.optim.Adam(list(w_q.parameters()) + list(w_k.parameters()), lr=lr)
     m = torch.arange(seq_len)
 
     def batch_and_targets() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -230,13 +238,9 @@ def train_rope_head(
         scores = queries @ k.transpose(-2, -1) / math.sqrt(head_dim)
         return scores.masked_fill(~allowed, float("-inf")).log_softmax(-1)
 
-    for _ in range(steps):
-        x, allowed, target = batch_and_targets()
-        lw = log_weights(x, allowed)
-        loss = -lw.gather(-1, target[..., None]).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    heads = nn.ModuleList([w_q, w_k])
+    _fit_head(heads, [w_q, w_k], iter(batch_and_targets, None),
+              lambda _, b: -log_weights(b[0], b[1]).gather(-1, b[2][..., None]).mean(), lr=lr, steps=steps)
     with torch.no_grad():
         x, allowed, target = batch_and_targets()
         acc = (log_weights(x, allowed).argmax(-1) == target).double().mean().item()
@@ -361,13 +365,11 @@ def train_position_head(
         raise ValueError(f"head_dim must be even for encoding='rope', got {head_dim}")
     if encoding == "additive" and d_model % 2:
         raise ValueError(f"d_model must be even for encoding='additive', got {d_model}")
-    seq_len, steps = check_int("seq_len", seq_len, minimum=2), check_int("steps", steps)
-    batch = check_int("batch", batch)
+    seq_len = check_int("seq_len", seq_len, minimum=2)
+    steps, batch, lr, seed = _check_budget(steps, batch, lr, seed)
     if eval_every is not None:
         eval_every = check_int("eval_every", eval_every)
     patience = check_int("patience", patience)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
     if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 1:
         raise ValueError(f"base must be a finite number > 1, got {base!r}")
 
@@ -398,33 +400,16 @@ def train_position_head(
         lw = log_weights(x)
         return -lw[:, torch.arange(len(target)), target].mean()
 
-    params = list(w_q.parameters()) + list(w_k.parameters())
-    opt = torch.optim.Adam(params, lr=lr)
     heldout = draw(torch.Generator().manual_seed(seed + 20_000), 1024) if eval_every else None
-    best_loss, best_step, best_state, bad, step = math.inf, 0, None, 0, 0
-    losses = []
-    for step in range(1, steps + 1):
-        loss = loss_of(draw(gen, batch))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        if heldout is not None and (step % eval_every == 0 or step == steps):
-            with torch.no_grad():
-                val = loss_of(heldout).item()
-            if val < best_loss - 1e-4:
-                best_loss, best_step, bad = val, step, 0
-                best_state = [p.detach().clone() for p in params]
-            else:
-                bad += 1
-                if bad >= patience:
-                    break
-    if best_state is not None:
+
+    def heldout_loss_of(_: nn.Module) -> float:
         with torch.no_grad():
-            for p, saved in zip(params, best_state):
-                p.copy_(saved)
-    else:
-        best_step = step
+            return loss_of(heldout).item()
+
+    heads = nn.ModuleList([w_q, w_k])
+    run = _fit_head(heads, [w_q, w_k], iter(lambda: draw(gen, batch), None), lambda _, x: loss_of(x), lr=lr,
+                    steps=steps, evaluate=heldout_loss_of if heldout is not None else None, every=eval_every or 0,
+                    min_delta=1e-4, patience=patience, keep_best=True)
     with torch.no_grad():
         test = draw(torch.Generator().manual_seed(seed + 30_000), 1024)
         acc = (log_weights(test).argmax(-1) == target).double().mean().item()
@@ -434,10 +419,61 @@ def train_position_head(
         "w_k": w_k,
         "accuracy": acc,
         "heldout_loss": heldout_loss,
-        "best_step": best_step,
-        "steps_run": step,
-        "train_loss": losses,
+        "best_step": run.best_step or run.steps_run,  # without a held-out evaluation: the last step
+        "steps_run": run.steps_run,
+        "train_loss": run.train_loss,
     }
+
+
+def position_head_unit(
+    unit: tuple,
+    ctx: Context,
+    *,
+    variants: Mapping[str, Mapping],
+    lrs: Sequence[float],
+    tune_seed: int,
+    protocol: Mapping,
+    quick_protocol: Mapping,
+) -> dict:
+    """One unit of a tuned grid of :func:`train_position_head` (``experiments/rope_bias_*.py``): its row.
+
+    ``unit`` is ``("tune", variant, lr)`` (seed ``tune_seed``) or ``("main", variant, seed)``
+    (at the rate :func:`~posenc.book.results.chosen_lr` picks from ``ctx.saved``);
+    ``variants[variant]`` holds the keyword arguments of the head (``encoding``, ``bias``,
+    ``shared`` or ``content_scale``), ``protocol`` the training budget (``quick_protocol``
+    when ``ctx.quick``).
+
+    Returns:
+        ``{"rows": [row]}``: the variant name, its settings, ``lr``, ``seed``, ``role``,
+        ``accuracy`` and ``heldout_loss`` (6 decimals), ``best_step``, ``steps_run``,
+        ``stop`` (``"budget"`` or ``"patience"``) and ``seconds``.
+
+    Example:
+        >>> ctx = Context(True, {"rows": []}, lambda msg: None)
+        >>> unit = position_head_unit(("tune", "v", 0.01), ctx, variants={"v": {"encoding": "none", "bias": False}},
+        ...     lrs=(0.01,), tune_seed=0, protocol={}, quick_protocol={"steps": 2})
+        >>> unit["rows"][0]["stop"]
+        'budget'
+    """
+    if not isinstance(unit, tuple) or len(unit) != 3 or unit[0] not in ("tune", "main"):
+        raise ValueError(f"unit must be ('tune', variant, lr) or ('main', variant, seed), got {unit!r}")
+    role, name, x = unit
+    if not isinstance(variants, Mapping) or name not in variants:
+        raise ValueError(f"unit names variant {name!r}, which variants does not hold")
+    settings = dict(variants[name])
+    lr, seed = (x, tune_seed) if role == "tune" else (chosen_lr(ctx.saved["rows"], name, lrs) or lrs[0], x)
+    protocol = dict(quick_protocol if ctx.quick else protocol)
+
+    def row() -> dict:
+        out = train_position_head(lr=lr, seed=seed, **settings, **protocol)
+        return {
+            "variant": name, **settings, "lr": lr, "seed": seed,
+            "role": role, "accuracy": round(out["accuracy"], 6), "heldout_loss": None if out["heldout_loss"] is None else round(out["heldout_loss"], 6),
+            "best_step": out["best_step"], "steps_run": out["steps_run"],
+            "stop": "budget" if out["steps_run"] >= protocol.get("steps", 300) else "patience",
+        }
+
+    return timed_unit(ctx, row)
 
 
 def first_losses(config: dict, seed: int, n: int = 20, *, encoding: str, bias: bool, shared: float, lr: float,

@@ -20,6 +20,7 @@ This module imports no chapter module: the chapters and the scripts import it.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -40,13 +41,17 @@ __all__ = [
     "Experiment",
     "Summary",
     "acc_key",
+    "chosen_lr",
     "loss_fingerprint",
+    "one_thread",
     "paired_difference",
     "pos_key",
     "provenance",
     "read_results",
     "summarize",
+    "timed_unit",
     "to_numpy",
+    "tuning_plan",
     "write_results",
 ]
 
@@ -449,6 +454,98 @@ def unit_key(unit: object) -> str:
     return ":".join(str(p) for p in parts)
 
 
+def one_thread(quick: bool = False) -> None:
+    """The ``setup`` of a script whose trials must give the same numbers on any CPU: one thread, deterministic kernels.
+
+    ``quick`` is what :class:`Experiment` passes to ``setup``; the setting is the same.
+
+    Example:
+        >>> import torch
+        >>> one_thread(); torch.get_num_threads()
+        1
+    """
+    import torch
+
+    if not isinstance(quick, bool):
+        raise TypeError(f"quick must be True or False, got {quick!r}")
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+
+
+def chosen_lr(rows: Sequence[Mapping], variant: str, lrs: Sequence[float], *,
+              score: str = "heldout_loss") -> float | None:
+    """A variant's learning rate: the lowest ``score`` among its tuning rows (ties: the smaller rate).
+
+    A tuning row has ``"variant"``, ``"role": "tune"``, ``"lr"`` and ``score``; ``None``
+    until every rate of ``lrs`` has a row (the seeds wait for the choice).
+
+    Example:
+        >>> rows = [{"variant": "a", "role": "tune", "lr": lr, "heldout_loss": v}
+        ...         for lr, v in ((0.01, 0.3), (0.03, 0.3))]
+        >>> chosen_lr(rows, "a", (0.01, 0.03)), chosen_lr(rows, "a", (0.01, 0.03, 0.1))
+        (0.01, None)
+    """
+    _check_rows(list(rows) if isinstance(rows, (list, tuple)) else rows)
+    if not isinstance(variant, str):
+        raise TypeError(f"variant must be a str, got {type(variant).__name__}")
+    if isinstance(lrs, (str, bytes)) or not isinstance(lrs, Sequence) or not lrs:
+        raise TypeError(f"lrs must be a non-empty sequence of learning rates, got {lrs!r}")
+    tuned = [r for r in rows if r.get("variant") == variant and r.get("role") == "tune"]
+    if len(tuned) < len(lrs):
+        return None
+    if not all(score in r and "lr" in r for r in tuned):
+        raise ValueError(f"rows: every tuning row of {variant!r} must have 'lr' and {score!r} (score)")
+    return min(tuned, key=lambda r: (r[score], r["lr"]))["lr"]
+
+
+def tuning_plan(saved: Mapping, variants: Iterable[str], lrs: Sequence[float], seeds: Sequence[int]) -> list[tuple]:
+    """The units of a tuned grid: ``("tune", variant, lr)`` for every rate, then ``("main", variant, seed)``.
+
+    A variant's seeds are planned once :func:`chosen_lr` can choose its rate from the
+    tuning rows in ``saved["rows"]``, so the plan grows as the results come in.
+
+    Example:
+        >>> tuning_plan({"rows": []}, ["a"], (0.01, 0.03), (0, 1))
+        [('tune', 'a', 0.01), ('tune', 'a', 0.03)]
+    """
+    if not isinstance(saved, Mapping) or not isinstance(saved.get("rows"), list):
+        raise TypeError(f"saved must be a results dict with a list 'rows', got {type(saved).__name__}")
+    if isinstance(variants, (str, bytes)):
+        raise TypeError(f"variants must be an iterable of names, got the str {variants!r}")
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
+        raise TypeError(f"seeds must be a sequence of ints, got {seeds!r}")
+    units = []
+    for name in variants:
+        units += [("tune", name, lr) for lr in lrs]
+        if chosen_lr(saved["rows"], name, lrs) is not None:
+            units += [("main", name, seed) for seed in seeds]
+    return units
+
+
+def timed_unit(ctx: Context, row_of: Callable[[], dict]) -> dict:
+    """Run one trial, ``row_of()``, and return what ``run_unit`` returns: ``{"rows": [row]}``.
+
+    The row gets ``"seconds"`` (its wall time, to 0.1 s) as its last key and is logged with
+    ``ctx.log``.
+
+    Example:
+        >>> timed_unit(Context(True, {"rows": []}, print), lambda: {"x": 1})["rows"][0]["x"]
+        {'x': 1, 'seconds': 0.0}
+        1
+    """
+    if not isinstance(ctx, Context):
+        raise TypeError(f"ctx must be the Context the harness hands to run_unit, got {type(ctx).__name__}")
+    if not callable(row_of):
+        raise TypeError(f"row_of must be callable, got {type(row_of).__name__}")
+    t0 = time.perf_counter()
+    row = row_of()
+    if not isinstance(row, dict):
+        raise TypeError(f"row_of must return a dict (one row), got {type(row).__name__}")
+    row["seconds"] = round(time.perf_counter() - t0, 1)
+    ctx.log(str(row))
+    return {"rows": [row]}
+
+
 class Context:
     """What :class:`Experiment` hands to ``run_unit``: ``quick``, ``log``, and the ``saved`` results so far."""
 
@@ -481,7 +578,15 @@ class Experiment:
     - ``--quick``: ``run_unit`` gets ``ctx.quick = True`` (a tiny budget), the units of
       ``quick_plan`` (default: the first unit of the plan) run and nothing is saved;
     - prints a progress line per pack: units done and left, core-minutes, the estimated
-      time left.
+      time left;
+    - ``--workers N`` (default ``workers``, 1): runs disjoint packs in ``N`` processes (forked,
+      each on one thread after ``setup``); the parent alone merges, writes and commits a pack
+      as it finishes, so a stop loses at most the packs in flight. A worker's ``ctx.saved`` is
+      the results as they stood when its pack was handed out (with the earlier units of its
+      own pack), and the plan is asked again only from merged results: a unit may read the
+      rows that the plan waited for (a seed reading its variant's tuning), not those of
+      units planned beside it. The rows of the session are kept in the order of the plan
+      (not of finishing), so ``N`` workers write the same rows, in the same order, as one.
 
     Example:
         >>> import tempfile, pathlib
@@ -507,6 +612,7 @@ class Experiment:
         fingerprint: Callable[[], dict] | None = None,
         metadata: Mapping | None = None,
         setup: Callable[[bool], None] | None = None,
+        workers: int = 1,
     ):
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty str, got {name!r}")
@@ -525,6 +631,7 @@ class Experiment:
         self.fingerprint = fingerprint
         self.metadata = dict(metadata or {})
         self.setup = setup
+        self.workers = check_int("workers", workers)
         self._fingerprint: dict | None = None
 
     # -- pieces, usable on their own
@@ -584,6 +691,8 @@ class Experiment:
         ap.add_argument("--commit", action="store_true", help="git-commit the results file after every pack")
         ap.add_argument("--pack", type=int, default=None, help=f"units per pack (default {self.pack})")
         ap.add_argument("--out", type=Path, default=None, help=f"results file (default {self.path})")
+        ap.add_argument("--workers", type=int, default=None,
+                        help=f"processes running packs at once, one thread each (default {self.workers})")
         ap.add_argument("--quiet", action="store_true", help="no progress lines")
         ap.add_argument("--stamp", action="store_true",
                         help="run nothing: record this commit's provenance and fingerprint in the results file "
@@ -612,6 +721,9 @@ class Experiment:
                 log(f"quick {unit_key(unit)}: " + ", ".join(f"{k}: {len(v)}" for k, v in out.items()))
             log("quick run finished; nothing saved")
             return 0
+        workers = self.workers if args.workers is None else check_int("--workers", args.workers)
+        if workers > 1:
+            return self._run_pool(saved, ctx, workers, args, log)
         session = provenance()
         t0, cpu0 = time.perf_counter(), time.process_time()
         spent: list[float] = []
@@ -652,6 +764,89 @@ class Experiment:
         log("stopped by --max-minutes" if stopped else f"finished: {len(self.done_keys(saved))} units in {self.path}")
         return 0
 
+    def _run_pool(self, saved: dict, ctx: Context, workers: int, args: argparse.Namespace, log) -> int:
+        """``main`` with ``workers`` processes: hand out packs, merge and save each as it finishes."""
+        import multiprocessing
+        import queue
+
+        global _POOL_EXPERIMENT
+        session = {**provenance(), "workers": workers}
+        base = {k: list(v) for k, v in saved.items() if isinstance(v, list)}  # the file before this session
+        finished: dict[str, tuple[object, Mapping, dict]] = {}  # key -> (unit, out, unit record)
+        t0 = time.perf_counter()
+        spent: list[float] = []
+        in_flight: dict[int, list[object]] = {}
+        results: queue.Queue = queue.Queue()
+        packs = 0
+        stopped = False
+        _POOL_EXPERIMENT = (self.run_unit, args.quick, log)
+        pool = multiprocessing.get_context("fork").Pool(workers, initializer=_pool_worker_setup, initargs=(self.setup,))
+        try:
+            while True:
+                busy = {unit_key(u) for pack in in_flight.values() for u in pack}
+                done = self.done_keys(saved)
+                todo = [u for u in self.units(saved) if unit_key(u) not in done and unit_key(u) not in busy]
+                while todo and len(in_flight) < workers and not stopped:
+                    pack, todo = todo[: self.pack], todo[self.pack:]
+                    if args.max_minutes is not None:
+                        estimate = len(pack) * sum(spent) / len(spent) if spent else 0.0
+                        if time.perf_counter() - t0 + estimate > 60 * args.max_minutes:
+                            log(f"--max-minutes {args.max_minutes:g}: handing out no pack from "
+                                f"{unit_key(pack[0])} on; run again to continue")
+                            stopped = True
+                            break
+                    packs += 1
+                    in_flight[packs] = pack
+                    pool.apply_async(_pool_run_pack, (packs, pack, copy.deepcopy(saved)), callback=results.put,
+                                     error_callback=lambda err: results.put(err))
+                if not in_flight:
+                    break
+                got = results.get()
+                if isinstance(got, BaseException):
+                    raise got
+                number, outs = got
+                pack = in_flight.pop(number)
+                for unit, out, wall, cpu in outs:
+                    if not isinstance(out, Mapping) or not all(isinstance(v, list) for v in out.values()):
+                        raise TypeError(f"run_unit must return a dict of lists (e.g. {{'rows': [...]}}), got {out!r:.80}")
+                    spent.append(wall)
+                    finished[unit_key(unit)] = (unit, out, {
+                        "key": unit_key(unit), "commit": session["commit"],
+                        "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)})
+                self._merge(saved, base, finished)
+                left = len([u for u in self.units(saved) if unit_key(u) not in self.done_keys(saved)])
+                core_min = sum(r["cpu_seconds"] for _, _, r in finished.values()) / 60
+                eta = (sum(spent) / len(spent)) * left / 60 / workers if spent else 0.0
+                n = len(self.done_keys(saved))
+                message = (f"{self.name}: pack {unit_key(pack[0])}.. ({len(pack)} units) in, {n} units done, "
+                           f"{left} left, {core_min:.1f} core-minutes this session, {workers} workers")
+                self.save(saved, session=session, message=message if args.commit else None)
+                log(f"pack from {unit_key(pack[0])} ({len(pack)} units): {n} units done, {left} left, "
+                    f"{len(in_flight)} packs in flight, {core_min:.1f} core-min, about {eta:.1f} min left")
+        finally:
+            pool.terminate()
+            pool.join()
+            _POOL_EXPERIMENT = None
+        log("stopped by --max-minutes" if stopped else f"finished: {len(self.done_keys(saved))} units in {self.path}")
+        return 0
+
+    def _merge(self, saved: dict, base: dict, finished: dict) -> None:
+        """Rebuild ``saved``'s lists: the file's own items, then this session's units in the order of the plan."""
+
+        def build(keys: list[str]) -> None:
+            sections: dict[str, list] = {k: list(v) for k, v in base.items()}
+            sections.setdefault("rows", [])
+            for key in keys:
+                unit, out, record = finished[key]
+                for section, items in out.items():
+                    sections.setdefault(section, []).extend(items)
+                sections.setdefault("units", []).append(record)
+            saved.update(sections)
+
+        build(list(finished))  # first the content, so that a plan which grows with the results sees it
+        order = {unit_key(u): i for i, u in enumerate(self.units(saved))}
+        build(sorted(finished, key=lambda k: order.get(k, len(order))))  # stable: units off the plan last
+
     def _end_pack(self, saved, session, k, left, spent, t0, cpu0, commit, log) -> None:
         n_packs = k + math.ceil(left / self.pack) if left else k
         core_min = (time.process_time() - cpu0) / 60
@@ -661,3 +856,34 @@ class Experiment:
         self.save(saved, session=session, message=message if commit else None)
         log(f"pack {k}/{n_packs}: {len(self.done_keys(saved))} units done, {left} left, "
             f"{core_min:.1f} core-min, about {eta:.1f} min left")
+
+
+# --------------------------------------------------------------------------- the worker pool
+
+#: (run_unit, quick, log) of the experiment a pool runs; set in the parent before the workers are
+#: forked, so they inherit it (the functions of a script need not be picklable)
+_POOL_EXPERIMENT: tuple | None = None
+
+
+def _pool_worker_setup(setup: Callable[[bool], None] | None) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    if setup is not None:
+        setup(_POOL_EXPERIMENT[1])
+
+
+def _pool_run_pack(number: int, pack: list, saved: dict) -> tuple[int, list]:
+    """Run the units of one pack in a worker: ``(number, [(unit, out, wall_seconds, cpu_seconds), ...])``."""
+    run_unit, quick, log = _POOL_EXPERIMENT
+    ctx = Context(quick, saved, log)
+    outs = []
+    for unit in pack:
+        w, c = time.perf_counter(), time.process_time()
+        out = run_unit(unit, ctx)
+        outs.append((unit, out, time.perf_counter() - w, time.process_time() - c))
+        if isinstance(out, Mapping):  # the next unit of the pack sees it, as with one worker
+            for section, items in out.items():
+                if isinstance(items, list):
+                    saved.setdefault(section, []).extend(items)
+    return number, outs

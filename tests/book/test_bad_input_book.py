@@ -421,6 +421,7 @@ CASES: list[tuple[str, object, str]] = [
     ("Experiment run_unit", lambda: results.Experiment("x", "r.json", 1, []), "run_unit"),
     ("Experiment plan str", lambda: results.Experiment("x", "r.json", lambda u, c: {}, "ab"), "plan"),
     ("Experiment pack 0", lambda: results.Experiment("x", "r.json", lambda u, c: {}, [], pack=0), "pack"),
+    ("Experiment workers 0", lambda: results.Experiment("x", "r.json", lambda u, c: {}, [], workers=0), "workers"),
     ("loss_fingerprint first_losses", lambda: results.loss_fingerprint(1, {}, []), "first_losses"),
     ("loss_fingerprint n 0", lambda: results.loss_fingerprint(lambda *a, **k: [], {}, [], n=0), "n"),
     ("provenance core_hours -1", lambda: results.provenance(core_hours=-1.0), "core_hours"),
@@ -431,6 +432,19 @@ CASES: list[tuple[str, object, str]] = [
     ("to_numpy ragged", lambda: results.to_numpy([[1.0], [1.0, 2.0]]), "x"),
     ("write_results rows str", lambda: results.write_results("/tmp/_posenc_bad_input.json", "rows"), "rows"),
     ("write_results path int", lambda: results.write_results(3, []), "path"),
+    ("one_thread quick str", lambda: results.one_thread("yes"), "quick"),
+    ("chosen_lr rows str", lambda: results.chosen_lr("rows", "a", (0.01,)), "rows"),
+    ("chosen_lr variant int", lambda: results.chosen_lr([], 1, (0.01,)), "variant"),
+    ("chosen_lr lrs empty", lambda: results.chosen_lr([], "a", ()), "lrs"),
+    ("chosen_lr score missing", lambda: results.chosen_lr([{"variant": "a", "role": "tune", "lr": 0.01}], "a", (0.01,)),
+     "score"),
+    ("tuning_plan saved list", lambda: results.tuning_plan([], ["a"], (0.01,), (0,)), "saved"),
+    ("tuning_plan variants str", lambda: results.tuning_plan({"rows": []}, "a", (0.01,), (0,)), "variants"),
+    ("tuning_plan seeds int", lambda: results.tuning_plan({"rows": []}, ["a"], (0.01,), 3), "seeds"),
+    ("timed_unit ctx", lambda: results.timed_unit(None, dict), "ctx"),
+    ("timed_unit row_of", lambda: results.timed_unit(results.Context(True, {"rows": []}, print), 1), "row_of"),
+    ("timed_unit row_of returns list",
+     lambda: results.timed_unit(results.Context(True, {"rows": []}, print), lambda: [1]), "row_of"),
 ]
 
 
@@ -588,6 +602,82 @@ CASES += [
 ]
 
 
+# --- issue 29: the callables of probes, tabular, vision, analysis and grade added since ---------------
+
+from posenc.book import grade as _gr  # noqa: E402
+
+_DIFF = [{"pair": "a - b", "size": 16, "mean": 0.01, "low": -0.01, "high": 0.03}]
+
+CASES += [
+    ("position_head_unit unit", lambda: _pr.position_head_unit(("x", "v", 1), results.Context(True, {"rows": []}, print),
+                                                               variants={}, lrs=(0.01,), tune_seed=0, protocol={},
+                                                               quick_protocol={}), "unit"),
+    ("position_head_unit variants", lambda: _pr.position_head_unit(("tune", "v", 0.01), results.Context(True, {"rows": []}, print),
+                                                                   variants={}, lrs=(0.01,), tune_seed=0, protocol={},
+                                                                   quick_protocol={}), "variant"),
+    ("dynamic_rope_float32_error length 0", lambda: _pr.dynamic_rope_float32_error(0), "length"),
+    ("dynamic_rope_float32_error factor nan", lambda: _pr.dynamic_rope_float32_error(128, factor=NAN), "factor"),
+    ("first_sign_change base 1", lambda: _pr.first_sign_change(1.0), "base"),
+    ("first_sign_change head_dim odd", lambda: _pr.first_sign_change(1e4, head_dim=7), "head_dim"),
+    ("qk_norm_shift_gap order", lambda: _pr.qk_norm_shift_gap("sideways"), "order"),
+    ("qk_norm_shift_gap n 0", lambda: _pr.qk_norm_shift_gap("pre", n=0), "n"),
+    ("tf32_angle_error n 0", lambda: _pr.tf32_angle_error(0), "n"),
+    ("tf32_angle_error base nan", lambda: _pr.tf32_angle_error(8, base=NAN), "base"),
+    ("tf32_round list", lambda: _pr.tf32_round([1.0]), "x"),
+    ("tf32_round int", lambda: _pr.tf32_round(torch.ones(2, dtype=torch.long)), "x"),
+    ("PeriodicWithValue n_features 0", lambda: _tb.PeriodicWithValue(0, 4), "n_features"),
+    ("PeriodicWithValue sigma nan", lambda: _tb.PeriodicWithValue(3, 4, sigma=NAN), "sigma"),
+    ("feature_subset columns out of range", lambda: _tb.feature_subset(_data(), [99]), "columns"),
+    ("feature_subset data", lambda: _tb.feature_subset([1, 2], [0]), "data"),
+    ("identity_model name", lambda: _tb.identity_model("nope"), "name"),
+    ("initial_model make_model", lambda: _tb.initial_model(3, _data()), "make_model"),
+    ("initial_model data", lambda: _tb.initial_model(lambda: _tb.make_mlp(4), "data"), "data"),
+    ("nonlinear_share embedding", lambda: _tb.nonlinear_share("emb", torch.zeros(2, 3)), "embedding"),
+    ("nonlinear_share x nan", lambda: _tb.nonlinear_share(_tb.PeriodicWithValue(3, 4), torch.full((2, 3), NAN)), "x"),
+    ("CanvasConfig train_size 0", lambda: _vi.CanvasConfig(train_size=0), "train_size"),
+    ("bits_hex float", lambda: _vi.bits_hex(torch.ones(3)), "right"),
+    ("hex_bits text", lambda: _vi.hex_bits("zz", 4), "text"),
+    ("hex_bits n -1", lambda: _vi.hex_bits("ff", -1), "n"),
+    ("image_paired_se shapes", lambda: _vi.image_paired_se(torch.ones(3, dtype=torch.bool), torch.ones(4, dtype=torch.bool)),
+     "right_b"),
+    ("paste_canvas size small", lambda: _vi.paste_canvas(torch.zeros(2, 16, 16), 8), "size"),
+    ("paste_canvas images", lambda: _vi.paste_canvas("img", 20), "images"),
+    ("canvas_differences rows", lambda: _vi.canvas_differences("rows"), "rows"),
+    ("canvas_differences threshold", lambda: _vi.canvas_differences([], threshold=-1.0), "threshold"),
+    ("canvas_table differences", lambda: _vi.canvas_table("d"), "differences"),
+    ("canvas_verdict differences", lambda: _vi.canvas_verdict(3), "differences"),
+    ("plot_canvas_differences differences", lambda: _vi.plot_canvas_differences("d"), "differences"),
+    ("reference_param_groups model", lambda: _vi.reference_param_groups("m", 0.05), "model"),
+    ("reference_param_groups weight_decay", lambda: _vi.reference_param_groups(nn.Linear(2, 2), NAN), "weight_decay"),
+    ("resize_vit_table new_grid 0", lambda: _vi.resize_vit_table(torch.zeros(1, 17, 4), 0), "new_grid"),
+    ("resize_vit_table table", lambda: _vi.resize_vit_table([1.0], 4), "table"),
+    ("run_canvas_trial scheme", lambda: _vi.run_canvas_trial("foo", 0), "scheme"),
+    ("scheme_differences pairs", lambda: _vi.scheme_differences([], "ab", [16]), "pairs"),
+    ("scheme_differences condition", lambda: _vi.scheme_differences([], [("a", "b")], [16], condition="x"), "condition"),
+    ("score_condition model", lambda: _vi.score_condition("m", "resize", 16), "model"),
+    ("transformers_decode_step segments", lambda: _vi.transformers_decode_step("seg"), "segments"),
+    ("base_for_wavelength length 0", lambda: _an.base_for_wavelength(0.0, 64), "length"),
+    ("base_for_wavelength d_model odd", lambda: _an.base_for_wavelength(100.0, 7), "d_model"),
+    ("dot_product_ci_envelope d_model 0", lambda: _an.dot_product_ci_envelope(1.0, 0), "d_model"),
+    ("dot_product_ci_envelope offsets nan", lambda: _an.dot_product_ci_envelope(NAN, 64), "offsets"),
+    ("dot_product_ci_zero base 1", lambda: _an.dot_product_ci_zero(base=1.0), "base"),
+    ("longest_wavelength d_model 0", lambda: _an.longest_wavelength(0), "d_model"),
+    ("longest_wavelength base nan", lambda: _an.longest_wavelength(64, base=NAN), "base"),
+    ("reading_time notebook int", lambda: _an.reading_time(3), "notebook"),
+    ("reading_time notebook missing", lambda: _an.reading_time("/nonexistent/x.ipynb"), "notebook"),
+    ("check label", lambda: _gr.check("ex-0-0", lambda: None), "label"),
+    ("check func", lambda: _gr.check(next(iter(_gr.EXERCISES)), 3), "func"),
+    ("exercise label", lambda: _gr.exercise(3), "label"),
+    ("grade_file path", lambda: _gr.grade_file(next(iter(_gr.EXERCISES)), 3), "path"),
+    ("grade_file label", lambda: _gr.grade_file("ex-0-0", "x.py"), "label"),
+    ("main argv", lambda: _gr.main("ex-1"), "argv"),
+    ("problem_set chapter 9", lambda: _gr.problem_set(9), "chapter"),
+    ("problem_set root int", lambda: _gr.problem_set(1, root=3), "root"),
+    ("stub label", lambda: _gr.stub("nope"), "label"),
+    ("write_pages root int", lambda: _gr.write_pages(3), "root"),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_refused_naming_the_argument(case):
     _, call, name = case
@@ -614,7 +704,7 @@ def _public_callables(modules: tuple[str, ...] | None = None) -> set[str]:
     for name in modules:
         module = importlib.import_module(f"posenc.book.{name}")
         names |= {n for n in getattr(module, "__all__", ()) if callable(getattr(module, n))}
-    return names - {"use_book_style", "book_style"}  # no arguments
+    return names - {"use_book_style"}  # no arguments
 
 
 def test_every_public_callable_is_probed():

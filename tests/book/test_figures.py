@@ -27,7 +27,7 @@ def _png_size(png: bytes) -> tuple[int, int]:
 
 @pytest.fixture
 def column_figure():
-    with plotting.book_style():
+    with mpl.rc_context(plotting.BOOK_RC):
         fig, axes = plt.subplots(1, 2, figsize=(plotting.COLUMN_WIDTH_IN, 2.5))
         axes[0].imshow(np.linspace(0, 1, 64 * 32).reshape(64, 32), aspect="auto")
         axes[1].plot(np.sin(np.arange(50) / 4), label="sin")
@@ -62,7 +62,7 @@ def test_png_is_a_palette_image_that_keeps_the_colours(column_figure):
 
 
 def test_figure_problems_names_width_and_small_text():
-    with plotting.book_style():
+    with mpl.rc_context(plotting.BOOK_RC):
         fig, ax = plt.subplots(figsize=(plotting.COLUMN_WIDTH_IN + 2, 2))
         ax.set_xlabel("small", fontsize=7)
         ax.tick_params(labelsize=8)
@@ -77,7 +77,7 @@ def test_figure_problems_names_width_and_small_text():
 
 
 def test_book_style_fonts_are_at_least_the_minimum():
-    with plotting.book_style():
+    with mpl.rc_context(plotting.BOOK_RC):
         for key in ("font.size", "axes.titlesize", "axes.labelsize", "xtick.labelsize", "ytick.labelsize",
                     "legend.fontsize", "legend.title_fontsize", "figure.titlesize"):
             size = mpl.font_manager.FontProperties(size=mpl.rcParams[key]).get_size_in_points()

@@ -109,3 +109,20 @@ def test_hybrid_model_rejects_bad_tokens_and_offset():
         m(torch.full((1, 3), 8))
     with pytest.raises(ValueError):
         m(torch.zeros(1, 3, dtype=torch.long), offset=-1)
+
+
+def test_position_head_unit_trains_the_variant_at_the_chosen_rate():
+    from posenc.book.results import Context
+
+    variants = {"v": {"encoding": "rope", "bias": True, "shared": 0.0}}
+    protocol = {"steps": 4, "eval_every": 2, "patience": 5, "batch": 4}
+    saved = {"rows": [{"variant": "v", "role": "tune", "lr": lr, "heldout_loss": v} for lr, v in ((0.01, 0.5), (0.03, 0.4))]}
+    row = probes.position_head_unit(("main", "v", 1), Context(False, saved, lambda m: None), variants=variants,
+                                    lrs=(0.01, 0.03), tune_seed=100, protocol=protocol, quick_protocol={})["rows"][0]
+    direct = probes.train_position_head("rope", bias=True, shared=0.0, lr=0.03, seed=1, **protocol)
+    assert row["lr"] == 0.03 and row["seed"] == 1 and row["role"] == "main" and row["stop"] == "budget"
+    assert row["accuracy"] == round(direct["accuracy"], 6) and row["heldout_loss"] == round(direct["heldout_loss"], 6)
+    assert list(row)[:4] == ["variant", "encoding", "bias", "shared"] and list(row)[-1] == "seconds"
+    with pytest.raises(ValueError, match="variant"):
+        probes.position_head_unit(("main", "w", 1), Context(False, saved, print), variants=variants, lrs=(0.01,),
+                                  tune_seed=0, protocol=protocol, quick_protocol={})

@@ -317,3 +317,72 @@ def test_experiment_bad_input(tmp_path):
         Experiment("x", tmp_path / "x.json", lambda u, c: [1], [1]).main(["--quiet"])
     with pytest.raises(TypeError, match="a unit must be"):
         Experiment("x", tmp_path / "x.json", lambda u, c: {}, [[1]]).main(["--quiet"])
+
+
+def test_tuned_grid_helpers_choose_the_lowest_score_and_plan_seeds_after_tuning():
+    from posenc.book.results import Context, chosen_lr, timed_unit, tuning_plan
+
+    rows = [{"variant": "a", "role": "tune", "lr": lr, "heldout_loss": v} for lr, v in ((0.03, 0.2), (0.01, 0.2))]
+    assert chosen_lr(rows, "a", (0.01, 0.03)) == 0.01  # a tie goes to the smaller rate
+    assert chosen_lr(rows, "a", (0.01, 0.03, 0.1)) is None
+    assert chosen_lr(rows, "b", (0.01,)) is None
+    assert tuning_plan({"rows": rows}, ["a", "b"], (0.01, 0.03), (0, 1)) == [
+        ("tune", "a", 0.01), ("tune", "a", 0.03), ("main", "a", 0), ("main", "a", 1),
+        ("tune", "b", 0.01), ("tune", "b", 0.03)]
+    logged = []
+    out = timed_unit(Context(False, {"rows": []}, logged.append), lambda: {"x": 1})
+    assert list(out["rows"][0]) == ["x", "seconds"] and len(logged) == 1
+
+
+def _pool_experiment(path, fail_at=None, **kw):
+    """A tiny experiment with a plan that grows (a tuning stage, then seeds) and two sections of output."""
+    import time as _time
+
+    def plan(saved):
+        tuned = [r for r in saved["rows"] if r["stage"] == "tune"]
+        return [("tune", x) for x in range(3)] + ([("main", x) for x in range(5)] if len(tuned) == 3 else [])
+
+    def run_unit(unit, ctx):
+        stage, x = unit
+        if unit == fail_at:
+            raise RuntimeError(f"unit {unit} failed")
+        _time.sleep(0.02)
+        best = max(r["y"] for r in ctx.saved["rows"] if r["stage"] == "tune") if stage == "main" else None
+        return {"rows": [{"stage": stage, "x": x, "y": x * x, "best": best}], "runs": [{"x": x, "curve": [x, x + 1]}]}
+
+    return Experiment("pool", path, run_unit, plan, **{"pack": 2, **kw})
+
+
+def _content(path):
+    saved = read_results(path)
+    return saved["rows"], saved["runs"], [u["key"] for u in saved["units"]]
+
+
+def test_workers_write_the_same_rows_as_one_worker(tmp_path):
+    _pool_experiment(tmp_path / "one.json").main(["--quiet"])
+    _pool_experiment(tmp_path / "two.json").main(["--quiet", "--workers", "2"])
+    assert _content(tmp_path / "two.json") == _content(tmp_path / "one.json")
+    saved = read_results(tmp_path / "two.json")
+    assert saved["provenance"]["workers"] == 2 and saved["provenance"]["core_hours"] is not None
+    assert [r["best"] for r in saved["rows"] if r["stage"] == "main"] == [4] * 5  # seeds saw the merged tuning
+
+
+def test_a_failed_pack_loses_at_most_the_packs_in_flight_and_a_rerun_completes(tmp_path):
+    path = tmp_path / "two.json"
+    with pytest.raises(RuntimeError, match="failed"):
+        _pool_experiment(path, fail_at=("main", 2), pack=1).main(["--quiet", "--workers", "2"])
+    keys = _content(path)[2]
+    assert "main:2" not in keys and len(keys) >= 8 - 1 - 2  # the failed pack, at most one more in flight, and 2 after
+    assert set(keys) >= {"tune:0", "tune:1", "tune:2", "main:0"}
+    _pool_experiment(path).main(["--quiet", "--workers", "2"])
+    _pool_experiment(tmp_path / "one.json").main(["--quiet"])
+    assert _content(path)[:2] == _content(tmp_path / "one.json")[:2]
+
+
+def test_workers_hand_out_no_pack_past_the_time_budget(tmp_path):
+    _pool_experiment(tmp_path / "t.json").main(["--quiet", "--workers", "2", "--max-minutes", "0"])
+    assert not (tmp_path / "t.json").exists()
+    with pytest.raises(ValueError, match="--workers"):
+        _pool_experiment(tmp_path / "t.json").main(["--quiet", "--workers", "0"])
+    with pytest.raises(ValueError, match="workers"):
+        _pool_experiment(tmp_path / "t.json", workers=0)

@@ -177,21 +177,9 @@ def test_integer_input_is_refused_not_silently_added():
         SelfAttention(3)(tokens[None].float().long())
 
 
-def _meta_then_reset(factory):
-    torch.manual_seed(0)
-    fresh = factory()
-    with torch.device("meta"):
-        module = factory()
-    assert all(t.device.type == "meta" for t in (*module.parameters(), *module.buffers()))
-    module.to_empty(device="cpu")
-    torch.manual_seed(0)
-    module.reset_parameters()  # the module's own reset re-initialises its children
-    return fresh, module
-
-
-def test_learned_and_attention_reset_after_meta_init():
+def test_learned_and_attention_reset_after_meta_init(meta_then_reset):
     for factory in (lambda: LearnedPositionalEmbedding(16, 8, init_std=0.5), lambda: SelfAttention(8, n_heads=2)):
-        fresh, module = _meta_then_reset(factory)
+        fresh, module = meta_then_reset(factory)
         for (name, a), (_, b) in zip(fresh.state_dict().items(), module.state_dict().items()):
             assert torch.equal(a, b), name
 

@@ -222,14 +222,8 @@ def test_t5_buckets_are_built_on_the_weights_device():
         lambda: posenc.ALiBiBias(6, bidirectional=True),
     ],
 )
-def test_reset_parameters_after_meta_init(factory):
-    torch.manual_seed(0)
-    fresh = factory()
-    with torch.device("meta"):
-        module = factory()
-    module.to_empty(device="cpu")
-    torch.manual_seed(0)
-    module.reset_parameters()
+def test_reset_parameters_after_meta_init(factory, meta_then_reset):
+    fresh, module = meta_then_reset(factory)
     for a, b in zip((*fresh.parameters(), *fresh.buffers()), (*module.parameters(), *module.buffers())):
         assert torch.equal(a, b)
 

@@ -178,18 +178,25 @@ def test_static_yarn_changes_a_short_prompt_dynamic_scaling_does_not():
 # --------------------------------------------------------------- 5. left padding
 
 
-def test_left_padded_decode_step_uses_per_row_positions():
-    """Batched generation with left padding: the prefill gives the padded row positions
-    0..n-1 from its mask, so the decode step must continue at n for that row. Taking
-    the shared cache position (pads counted) puts the new query P positions too far
-    from every cached key."""
+def _left_padding_row():
+    """One row of 5 tokens in a batch that left-pads it with 3: ``(head_dim, n, pads, rope, keys, query, alone)``,
+    where ``alone`` are the new query's RoPE scores against the keys in the row alone, no padding
+    (keys at 0..n-1, the new token at n)."""
     head_dim, n, pads = 16, 5, 3
     rope = RotaryEmbedding(head_dim)
     g = _gen(6)
     keys = torch.randn(1, n, head_dim, generator=g)
     query = torch.randn(1, 1, head_dim, generator=g)
-    # the same row alone, no padding: keys at 0..n-1, the new token at n
     alone = rope(query, positions=torch.tensor([n])) @ rope(keys, positions=torch.arange(n)).transpose(-1, -2)
+    return head_dim, n, pads, rope, keys, query, alone
+
+
+def test_left_padded_decode_step_uses_per_row_positions():
+    """Batched generation with left padding: the prefill gives the padded row positions
+    0..n-1 from its mask, so the decode step must continue at n for that row. Taking
+    the shared cache position (pads counted) puts the new query P positions too far
+    from every cached key."""
+    head_dim, n, pads, rope, keys, query, alone = _left_padding_row()
 
     mask = torch.tensor([[0] * pads + [1] * n])  # the padded row of the batch
     prefill = (mask.cumsum(-1) - 1).clamp(min=0)  # 0 at the pads, then 0..n-1
@@ -211,12 +218,7 @@ def test_left_padding_a_consistent_shift_is_harmless_for_rope_not_for_a_learned_
     its inputs change. What the shift still costs under RoPE is reach: the pads consume
     positions, so a dynamic-NTK model reaches its original length, and rescales, P
     tokens early."""
-    head_dim, n, pads = 16, 5, 3
-    rope = RotaryEmbedding(head_dim)
-    g = _gen(6)
-    keys = torch.randn(1, n, head_dim, generator=g)
-    query = torch.randn(1, 1, head_dim, generator=g)
-    alone = rope(query, positions=torch.tensor([n])) @ rope(keys, positions=torch.arange(n)).transpose(-1, -2)
+    head_dim, n, pads, rope, keys, query, alone = _left_padding_row()
     shifted = rope(query, positions=torch.tensor([pads + n])) @ rope(
         keys, positions=torch.arange(pads, pads + n)
     ).transpose(-1, -2)

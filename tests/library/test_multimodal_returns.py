@@ -27,10 +27,7 @@ from posenc.multimodal import (
     mrope_position_ids,
     sinusoidal_encoding_2d,
 )
-
-
-def grid_positions(h, w):
-    return torch.cartesian_prod(torch.arange(h), torch.arange(w))
+from test_multimodal import grid_positions  # the same (row, column) grid as the main multimodal tests
 
 
 # ----------------------------------------------------------------------------- copies of the formulas replaced

@@ -33,18 +33,7 @@ import pytest
 import torch
 
 import posenc
-from posenc.multimodal import (
-    AxialRotaryEmbedding,
-    MixedRotaryEmbedding,
-    MultimodalRotaryEmbedding,
-    mrope_decode_position_ids,
-    mrope_position_ids,
-    mrope_position_ids_batch,
-    mrope_rope_deltas,
-    qwen3_vl_timestamps,
-    qwen3_vl_video_segments,
-    sinusoidal_encoding_2d,
-)
+from posenc import multimodal as mm
 
 transformers = pytest.importorskip("transformers")
 mae = pytest.importorskip("transformers.models.vit_mae.modeling_vit_mae")
@@ -104,7 +93,7 @@ def test_2d_table_is_the_table_vit_mae_builds(grid, d_model):
     built = mae.build_2d_sinusoidal_position_embedding(grid, grid, embed_dim=d_model, dtype=torch.float64)
     half = d_model // 2  # initialize_weights swaps the halves (the layout of the original MAE code)
     swapped = torch.cat([built[..., half:], built[..., :half]], dim=-1).numpy()
-    np.testing.assert_allclose(sinusoidal_encoding_2d(grid, d_model), swapped, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(mm.sinusoidal_encoding_2d(grid, d_model), swapped, rtol=0, atol=1e-12)
 
 
 def test_2d_table_is_the_parameter_vit_mae_initialises():
@@ -113,7 +102,7 @@ def test_2d_table_is_the_parameter_vit_mae_initialises():
     emb.initialize_weights()
     table = emb.position_embeddings[0].detach()
     assert torch.all(table[0] == 0)  # the CLS row
-    ours = torch.from_numpy(sinusoidal_encoding_2d(4, 64)).float()
+    ours = torch.from_numpy(mm.sinusoidal_encoding_2d(4, 64)).float()
     torch.testing.assert_close(table[1:], ours, rtol=0, atol=1.2e-7)
 
 
@@ -129,7 +118,7 @@ def test_axial_rope_is_qwen2_vl_vision_rotary(grid, merge, head_dim):
     x = torch.randn(pos.shape[0], 2, head_dim)  # transformers' layout: (seq, heads, head_dim)
     cos, sin = hf(x, pos)
     q, _ = q2.apply_rotary_pos_emb_vision(x, x, cos, sin)
-    ours = AxialRotaryEmbedding(head_dim)(x.transpose(0, 1), positions=pos).transpose(0, 1)
+    ours = mm.AxialRotaryEmbedding(head_dim)(x.transpose(0, 1), positions=pos).transpose(0, 1)
     torch.testing.assert_close(ours, q, rtol=0, atol=2e-6)
 
 
@@ -145,7 +134,7 @@ def test_axial_rope_against_qwen2_vl_to_the_bit_or_not(head_dim, grid, bit_equal
     x = torch.randn(pos.shape[0], 2, head_dim)
     cos, sin = q2.Qwen2VLVisionRotaryEmbedding(config)(x, pos)
     q, _ = q2.apply_rotary_pos_emb_vision(x, x, cos, sin)
-    ours = AxialRotaryEmbedding(head_dim)(x.transpose(0, 1), positions=pos).transpose(0, 1)
+    ours = mm.AxialRotaryEmbedding(head_dim)(x.transpose(0, 1), positions=pos).transpose(0, 1)
     assert torch.equal(ours, q) == bit_equal
     assert float((ours - q).abs().max()) <= bound
 
@@ -153,7 +142,7 @@ def test_axial_rope_against_qwen2_vl_to_the_bit_or_not(head_dim, grid, bit_equal
 def test_get_vision_position_ids_orders_patches_by_merge_block():
     pos = vision_utils.get_vision_position_ids(torch.tensor([[1, 4, 4]]), 2)
     assert pos[:4].tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]  # one 2x2 block, then the next
-    rope = AxialRotaryEmbedding(16)
+    rope = mm.AxialRotaryEmbedding(16)
     x = torch.randn(1, 1, 16, 16)
     row_major = torch.cartesian_prod(torch.arange(4), torch.arange(4))
     perm = [int(((row_major == p).all(-1)).nonzero()) for p in pos]
@@ -168,7 +157,7 @@ def test_mixed_with_axial_init_is_qwen2_vl_vision_rotary():
     x = torch.randn(pos.shape[0], 2, 32)
     cos, sin = hf(x, pos)
     q, _ = q2.apply_rotary_pos_emb_vision(x, x, cos, sin)
-    mixed = MixedRotaryEmbedding(32, 2, base=10000.0, init="axial")
+    mixed = mm.MixedRotaryEmbedding(32, 2, base=10000.0, init="axial")
     ours = mixed(x.transpose(0, 1)[None], positions=pos)[0].transpose(0, 1)
     torch.testing.assert_close(ours, q, rtol=0, atol=2e-6)
 
@@ -179,7 +168,7 @@ def test_mixed_with_axial_init_is_qwen2_vl_vision_rotary():
 @pytest.mark.parametrize("segments", SEGMENT_CASES)
 def test_mrope_ids_equal_get_rope_index(segments):
     hf, delta = hf_rope_index(segments)
-    ours = mrope_position_ids(segments)
+    ours = mm.mrope_position_ids(segments)
     assert torch.equal(ours, hf)
     assert torch.equal(ours, paper_rope_index(segments))
     # the decoding offset transformers keeps (rope_deltas): next id = seq_len + delta
@@ -190,13 +179,13 @@ def test_mrope_ids_equal_get_rope_index(segments):
 def test_mrope_ids_equal_get_rope_index_for_other_merge_sizes(merge):
     segments = [("text", 2), ("image", (1, 8, 4)), ("text", 3), ("video", (2, 4, 8)), ("text", 1)]
     hf, _ = hf_rope_index(segments, merge)
-    assert torch.equal(mrope_position_ids(segments, spatial_merge_size=merge), hf)
+    assert torch.equal(mm.mrope_position_ids(segments, spatial_merge_size=merge), hf)
 
 
 @pytest.mark.parametrize("segments", LONG_VIDEO_CASES)
 def test_after_a_long_video_transformers_departs_from_the_paper(segments):
     hf, _ = hf_rope_index(segments)
-    ours = mrope_position_ids(segments)
+    ours = mm.mrope_position_ids(segments)
     assert torch.equal(ours, paper_rope_index(segments))
     assert not torch.equal(ours, hf)
     # where they part: the first text token after the first video
@@ -215,7 +204,7 @@ def test_after_a_long_video_transformers_departs_from_the_paper(segments):
 # ----------------------------------------------------------------------------- M-RoPE rotation
 
 
-IDS = mrope_position_ids([("text", 3), ("image", (1, 4, 6)), ("text", 4), ("video", (2, 4, 4)), ("text", 2)])
+IDS = mm.mrope_position_ids([("text", 3), ("image", (1, 4, 6)), ("text", 4), ("video", (2, 4, 4)), ("text", 2)])
 
 
 @pytest.mark.parametrize(("head_dim", "sections", "base"), [(64, [8, 12, 12], 1e6), (128, [16, 24, 24], 1e6), (16, [2, 3, 3], 1e4)])
@@ -231,7 +220,7 @@ def test_contiguous_mrope_is_qwen2_vl_text_rotary(head_dim, sections, base):
     x = torch.randn(2, 2, pos.shape[-1], head_dim)
     cos, sin = hf(x, pos)
     q, _ = q2.apply_rotary_pos_emb(x, x, cos, sin)
-    ours = MultimodalRotaryEmbedding(head_dim, sections, base=base)(x, positions=pos)
+    ours = mm.MultimodalRotaryEmbedding(head_dim, sections, base=base)(x, positions=pos)
     torch.testing.assert_close(ours, q, rtol=0, atol=2e-6)
 
 
@@ -248,7 +237,7 @@ def test_interleaved_mrope_is_qwen3_vl_text_rotary(head_dim, sections):
     x = torch.randn(2, 2, pos.shape[-1], head_dim)
     cos, sin = hf(x, pos)
     q, _ = q3.apply_rotary_pos_emb(x, x, cos, sin)
-    ours = MultimodalRotaryEmbedding(head_dim, sections, base=5e6, interleaved=True)(x, positions=pos)
+    ours = mm.MultimodalRotaryEmbedding(head_dim, sections, base=5e6, interleaved=True)(x, positions=pos)
     torch.testing.assert_close(ours, q, rtol=0, atol=2e-6)
 
 
@@ -256,7 +245,7 @@ def test_interleaved_mrope_is_qwen3_vl_text_rotary(head_dim, sections):
 def test_text_only_ids_reduce_to_rope_in_transformers_too(interleaved):
     pos = torch.arange(12).expand(3, 1, 12)
     x = torch.randn(1, 2, 12, 64)
-    ours = MultimodalRotaryEmbedding(64, [12, 10, 10], base=1e6, interleaved=interleaved)(x, positions=pos)
+    ours = mm.MultimodalRotaryEmbedding(64, [12, 10, 10], base=1e6, interleaved=interleaved)(x, positions=pos)
     plain = posenc.RotaryEmbedding(64, base=1e6)(x)
     torch.testing.assert_close(ours, plain, rtol=0, atol=2e-5)
 
@@ -267,13 +256,13 @@ def test_mrope_from_the_hugging_face_dicts_is_transformers_rotary():
     qwen2 = {"type": "mrope", "mrope_section": [8, 12, 12]}  # as in Qwen2-VL's config.json (rope_theta beside it)
     config = Qwen2VLTextConfig(hidden_size=128, num_attention_heads=2, rope_theta=1e6, rope_scaling=dict(qwen2))
     cos, sin = q2.Qwen2VLRotaryEmbedding(config)(x, ids)
-    ours = MultimodalRotaryEmbedding(64, base=1e6, scaling=qwen2)
+    ours = mm.MultimodalRotaryEmbedding(64, base=1e6, scaling=qwen2)
     assert ours.sections == [8, 12, 12] and not ours.interleaved
     torch.testing.assert_close(ours(x, positions=ids), q2.apply_rotary_pos_emb(x, x, cos, sin)[0], rtol=0, atol=2e-6)
     qwen3 = {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [12, 10, 10], "mrope_interleaved": True}
     config = Qwen3VLTextConfig(hidden_size=128, num_attention_heads=2, head_dim=64, rope_parameters=dict(qwen3))
     cos, sin = q3.Qwen3VLTextRotaryEmbedding(config)(x, ids)
-    ours = MultimodalRotaryEmbedding(64, scaling=config.rope_parameters)
+    ours = mm.MultimodalRotaryEmbedding(64, scaling=config.rope_parameters)
     assert (ours.sections, ours.base, ours.interleaved) == ([12, 10, 10], 5e6, True)
     torch.testing.assert_close(ours(x, positions=ids), q3.apply_rotary_pos_emb(x, x, cos, sin)[0], rtol=0, atol=2e-6)
     # the tables, applied once per layer, are transformers' cos/sin (their first half)
@@ -297,7 +286,7 @@ def test_mrope_from_the_hugging_face_dicts_is_transformers_rotary():
 )
 def test_mrope_bad_hugging_face_dict_is_refused(scaling, kwargs, exc, match):
     with pytest.raises(exc, match=match):
-        MultimodalRotaryEmbedding(16, scaling=scaling, **kwargs)
+        mm.MultimodalRotaryEmbedding(16, scaling=scaling, **kwargs)
 
 
 # ----------------------------------------------------------------------------- the ids of the three models
@@ -354,13 +343,13 @@ def hf_batch_rope_index(batch, model="qwen2", merge=2, tokens_per_second=2, padd
 @pytest.mark.parametrize("padding_side", ["left", "right"])
 def test_qwen2_vl_batch_and_deltas_equal_get_rope_index(padding_side):
     batch = SEGMENT_CASES
-    ours = mrope_position_ids_batch(batch, padding_side=padding_side)
+    ours = mm.mrope_position_ids_batch(batch, padding_side=padding_side)
     hf, deltas = hf_batch_rope_index(batch, padding_side=padding_side)
     assert torch.equal(ours.position_ids, hf)
     assert torch.equal(ours.rope_deltas, deltas)
     for b, segments in enumerate(batch):  # each row is the row alone
         real = ours.attention_mask[b].bool()
-        assert torch.equal(ours.position_ids[:, b, real], mrope_position_ids(segments))
+        assert torch.equal(ours.position_ids[:, b, real], mm.mrope_position_ids(segments))
 
 
 # Qwen2.5-VL: seconds per temporal patch = temporal_patch_size / fps; tokens_per_second = 2 (released configs)
@@ -374,12 +363,12 @@ QWEN25_CASES = [
 
 
 def test_qwen2_5_vl_absolute_time_equals_get_rope_index_where_it_follows_the_paper():
-    ours = mrope_position_ids_batch(QWEN25_CASES, tokens_per_second=2)
+    ours = mm.mrope_position_ids_batch(QWEN25_CASES, tokens_per_second=2)
     hf, deltas = hf_batch_rope_index(QWEN25_CASES, model="qwen2.5", tokens_per_second=2)
     assert torch.equal(ours.position_ids, hf)
     assert torch.equal(ours.rope_deltas, deltas)
     # and the paper's rule: time id = start + floor(i * tokens_per_second * seconds per patch)
-    ids = mrope_position_ids(QWEN25_CASES[3], tokens_per_second=2)
+    ids = mm.mrope_position_ids(QWEN25_CASES[3], tokens_per_second=2)
     assert ids[0, 1:26].tolist() == [1] * 25 and ids[0, 26:51].tolist() == [5] * 25
     assert ids[:, 51].tolist() == [6, 6, 6]  # the text after: the largest id (5) plus one
 
@@ -387,7 +376,7 @@ def test_qwen2_5_vl_absolute_time_equals_get_rope_index_where_it_follows_the_pap
 @pytest.mark.parametrize("fps", [0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 23.976, 25.0, 29.97, 30.0])
 def test_qwen2_5_vl_video_time_ids_equal_transformers_at_many_frame_rates(fps):
     segments = [("text", 2), ("video", (40, 4, 4), 2.0 / fps), ("text", 1)]
-    ours = mrope_position_ids(segments, tokens_per_second=2)
+    ours = mm.mrope_position_ids(segments, tokens_per_second=2)
     hf, _ = hf_batch_rope_index([segments], model="qwen2.5", tokens_per_second=2)
     n = 2 + 40 * 4  # the text before and the video: the same ids whichever rule follows
     assert torch.equal(ours[:, :n], hf[:, 0, :n])
@@ -396,20 +385,20 @@ def test_qwen2_5_vl_video_time_ids_equal_transformers_at_many_frame_rates(fps):
 def test_qwen3_vl_frames_and_timestamps_equal_transformers():
     proc = pytest.importorskip("transformers.models.qwen3_vl.processing_qwen3_vl")
     frames = [0, 15, 30, 45, 60, 75, 90]
-    ts = qwen3_vl_timestamps(frames, 30.0)
+    ts = mm.qwen3_vl_timestamps(frames, 30.0)
     assert ts == proc.Qwen3VLProcessor._calculate_timestamps(None, list(frames), 30.0, 2)
     assert [f"<{t:.1f} seconds>" for t in ts] == ["<0.2 seconds>", "<1.2 seconds>", "<2.2 seconds>", "<3.0 seconds>"]
-    video = qwen3_vl_video_segments((4, 8, 12), [5, 5, 5, 5])  # 5 tokens per timestamp text (tokenizer-dependent)
+    video = mm.qwen3_vl_video_segments((4, 8, 12), [5, 5, 5, 5])  # 5 tokens per timestamp text (tokenizer-dependent)
     batch = [
         [("text", 3)] + video + [("text", 4)],
-        [("text", 2), ("image", (1, 4, 4)), ("text", 2)] + qwen3_vl_video_segments((2, 4, 4), [4, 6]) + [("text", 1)],
+        [("text", 2), ("image", (1, 4, 4)), ("text", 2)] + mm.qwen3_vl_video_segments((2, 4, 4), [4, 6]) + [("text", 1)],
     ]
-    ours = mrope_position_ids_batch(batch)
+    ours = mm.mrope_position_ids_batch(batch)
     hf, deltas = hf_batch_rope_index(batch, model="qwen3", videos=[[4, 8, 12], [2, 4, 4]])
     assert torch.equal(ours.position_ids, hf)
     assert torch.equal(ours.rope_deltas, deltas)
     # one frame per segment: every video token has time id = the id its frame starts at
-    ids = mrope_position_ids(batch[0])
+    ids = mm.mrope_position_ids(batch[0])
     frame0 = ids[:, 3 + 6 : 3 + 6 + 24]
     assert set(frame0[0].tolist()) == {9} and frame0[1].max() == 9 + 3 and frame0[2].max() == 9 + 5
 
@@ -429,7 +418,7 @@ KEEP_TEXT_AFTER_VIDEO = [
 
 @pytest.mark.parametrize(("segments", "tps", "model", "paper", "hf_start"), KEEP_TEXT_AFTER_VIDEO)
 def test_text_after_a_video_paper_against_transformers_5_3_and_later(segments, tps, model, paper, hf_start):
-    ours = mrope_position_ids(segments, tokens_per_second=tps)
+    ours = mm.mrope_position_ids(segments, tokens_per_second=tps)
     hf, _ = hf_batch_rope_index([segments], model=model, tokens_per_second=tps)
     hf = hf[:, 0]
     t, h, w = segments[1][1]
@@ -444,7 +433,7 @@ def test_text_after_a_video_paper_against_transformers_5_3_and_later(segments, t
 def test_qwen2_5_vl_thirty_second_video_at_448_px():
     # 30 s sampled at 2 fps = 60 frames = 30 temporal patches of 2 frames (1 s each); 448 px = 32 patches of 14
     segments = [("text", 3), ("video", (30, 32, 32), 1.0), ("text", 3)]
-    ids = mrope_position_ids(segments, tokens_per_second=2)
+    ids = mm.mrope_position_ids(segments, tokens_per_second=2)
     hf, _ = hf_batch_rope_index([segments], model="qwen2.5", tokens_per_second=2)
     video = slice(3, 3 + 30 * 16 * 16)
     assert (int(ids[0, video].min()), int(ids[0, video].max())) == (3, 61)  # time ids 3, 5, ..., 61
@@ -480,15 +469,15 @@ def test_transformers_prefill_and_decoding_disagree_after_a_long_video():
     assert step[:, 0].tolist() == [11, 11, 11]  # the next token: rope_deltas assume max + 1; 8, 9, 10 skipped
     assert int(deltas) == 11 - prefill.shape[1]
     # posenc: one rule for prefill and decoding, the first new token continues at max + 1
-    ours = mrope_position_ids_batch([segments])
-    nxt = mrope_decode_position_ids(ours.rope_deltas, ours.attention_mask.sum(-1), 2)
+    ours = mm.mrope_position_ids_batch([segments])
+    nxt = mm.mrope_decode_position_ids(ours.rope_deltas, ours.attention_mask.sum(-1), 2)
     assert ours.position_ids[0, 0, -3:].tolist() == [11, 12, 13]
     assert nxt[:, 0].tolist() == [[14, 15]] * 3
     # where transformers follows the paper, its decoding offset and posenc's agree
     short = [("text", 3), ("video", (2, 4, 4)), ("text", 3)]
     prefill, step, _ = _prefill_and_decode_step(short)
     assert step[0, 0] == prefill[0, -1] + 1
-    assert torch.equal(step[:, :, None].expand(3, 1, 1)[:, 0], mrope_decode_position_ids(mrope_rope_deltas(mrope_position_ids(short)), prefill.shape[1])[:, 0])
+    assert torch.equal(step[:, :, None].expand(3, 1, 1)[:, 0], mm.mrope_decode_position_ids(mm.mrope_rope_deltas(mm.mrope_position_ids(short)), prefill.shape[1])[:, 0])
 
 
 def test_transformers_generate_continues_from_the_last_prompt_id():
@@ -523,13 +512,13 @@ def test_transformers_generate_continues_from_the_last_prompt_id():
 
 def test_batched_decoding_ids_equal_transformers_with_an_attention_mask():
     batch = SEGMENT_CASES
-    ours = mrope_position_ids_batch(batch, padding_side="left")
+    ours = mm.mrope_position_ids_batch(batch, padding_side="left")
     _, deltas = hf_batch_rope_index(batch)
     fake = types.SimpleNamespace(rope_deltas=deltas)
     mask = torch.cat([ours.attention_mask, torch.ones(len(batch), 1, dtype=torch.long)], dim=1)  # one new token
     cache = types.SimpleNamespace(get_seq_length=lambda: ours.attention_mask.shape[1])
     hf = q2.Qwen2VLModel.compute_3d_position_ids(fake, None, torch.zeros(len(batch), 1, 8), attention_mask=mask, past_key_values=cache)
-    nxt = mrope_decode_position_ids(ours.rope_deltas, ours.attention_mask.sum(-1))
+    nxt = mm.mrope_decode_position_ids(ours.rope_deltas, ours.attention_mask.sum(-1))
     assert torch.equal(nxt, hf[..., -1:])
     # the first generated token of every row continues at the row's largest id + 1
     largest = ours.position_ids.masked_fill(~ours.attention_mask.bool()[None], -1).amax(dim=(0, 2))

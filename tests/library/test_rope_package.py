@@ -287,7 +287,7 @@ HF_CASES = {
     "linear": {"rope_type": "linear", "factor": 4.0},
     "dynamic": {"rope_type": "dynamic", "factor": 2.0},
     "dynamic_with_original": {"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 32},
-    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
+    "yarn": SCALINGS["yarn"],
     "yarn_mscale": {
         "rope_type": "yarn",
         "factor": 40.0,
@@ -297,13 +297,7 @@ HF_CASES = {
         "beta_fast": 16,
         "truncate": False,
     },
-    "llama3": {
-        "rope_type": "llama3",
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 16,
-    },
+    "llama3": SCALINGS["llama3"],
     "longrope": {
         "rope_type": "longrope",
         "short_factor": [1.0 + 0.05 * i for i in range(8)],

@@ -254,14 +254,8 @@ def test_tabular_embeddings_compile_without_graph_breaks():
         lambda: ColumnEmbedding(3, 4, init_std=0.5),
     ],
 )
-def test_reset_parameters_after_meta_init_equals_a_fresh_module(factory):
-    torch.manual_seed(0)
-    fresh = factory()
-    with torch.device("meta"):
-        module = factory()
-    module.to_empty(device="cpu")
-    torch.manual_seed(0)
-    module.reset_parameters()
+def test_reset_parameters_after_meta_init_equals_a_fresh_module(factory, meta_then_reset):
+    fresh, module = meta_then_reset(factory)
     fresh_tensors = (*fresh.parameters(), *fresh.buffers())
     tensors = (*module.parameters(), *module.buffers())
     assert len(tensors) == len(fresh_tensors)
