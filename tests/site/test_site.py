@@ -643,15 +643,6 @@ def _run_axe(page, name: str, theme: str, rep: SiteReport) -> None:
         (rep.axe_violations if AXE_ASSERTED.match(v["id"]) else rep.axe_other).append(line)
 
 
-# Item 1 (display equations) and item 2 (code blocks) of the reading issue, and the rendered
-# size of the chapters' figures (item 3), measured with every collapsed block of the
-# article open, as a reader opens it: code cells tagged hide-input sit in a
-# <details class="hide above-input"> ("Show code cell source", MyST-NB 1.x), solutions and
-# dropdowns in <details> too. A closed <details> lays out its content at zero size in some
-# browsers (and in others only when asked), so the script opens them, measures, and closes
-# them again. A code block counts when it is shown (opened); an equation is cut when its
-# formula, or its container with the equation number, is wider than its box (it scrolls
-# or overflows).
 # Reading item 6 (phones): the smallest text of each live explorer as a reader sees it
 # (the font size times the scale of its SVG on the screen), as loaded and, for chapter 8's,
 # also on its densest grid (3 frames of 8 x 8 tokens, M-RoPE ids, the longest labels).
@@ -684,6 +675,15 @@ _EXPLORER_TEXT_JS = """
 """
 
 
+# Item 1 (display equations) and item 2 (code blocks) of the reading issue, and the rendered
+# size of the chapters' figures (item 3), measured with every collapsed block of the
+# article open, as a reader opens it: code cells tagged hide-input sit in a
+# <details class="hide above-input"> ("Show code cell source", MyST-NB 1.x), solutions and
+# dropdowns in <details> too. A closed <details> lays out its content at zero size in some
+# browsers (and in others only when asked), so the script opens them, measures, and closes
+# them again. A code block counts when it is shown (opened); an equation is cut when its
+# formula, or its container with the equation number, is wider than its box (it scrolls
+# or overflows).
 _LAYOUT_JS = """
 () => {
   const article = document.querySelector('article.bd-article') || document.querySelector('main') ||
