@@ -116,39 +116,78 @@
     return x >= 0 ? "rgb(255," + a + "," + a + ")" : "rgb(" + a + "," + a + ",255)";
   }
 
+  // The width a chart is drawn at, in CSS pixels. Its viewBox is that wide, so one unit is
+  // one pixel and text keeps its size on a phone (a fixed 640-unit box shrank it to ~6 px).
+  function drawWidth(svg) {
+    var w = svg.getBoundingClientRect().width || (svg.parentNode && svg.parentNode.clientWidth) || 640;
+    return Math.max(240, Math.min(640, Math.round(w)));
+  }
+
+  // the width of a label of digits and commas, in em (digits ~0.6 em, commas ~0.32 em),
+  // with a little room on either side
+  function labelEm(label) {
+    var n = 0.3;
+    for (var i = 0; i < label.length; i++) n += label[i] === "," ? 0.32 : 0.6;
+    return n;
+  }
+
+  var MIN_TEXT_PX = 11; // the smallest text the explorer draws where it has the room
+
   // the score map of the first frame: rows and columns numbered, the query cell outlined,
-  // a colour bar from -vmax to +vmax at the right
+  // a colour bar from -vmax to +vmax (at the right; under the map on a narrow screen)
   function drawMap(svg, s, h, w, r0, c0, vmax) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    svg.setAttribute("viewBox", "0 0 640 280");
-    var L = 70, T = 30, mc = Math.min(470 / w, 232 / h);
-    el("text", { x: L + (w * mc) / 2, y: 14, "text-anchor": "middle", class: "label" }, svg).textContent = "column";
-    el("text", { x: 16, y: T + (h * mc) / 2, "text-anchor": "middle", class: "label",
-                 transform: "rotate(-90 16 " + (T + (h * mc) / 2) + ")" }, svg).textContent = "row";
+    var VW = drawWidth(svg), narrow = VW < 480;
+    var L = narrow ? 44 : 70, T = 30;
+    var mc = narrow ? Math.min((VW - L - 8) / w, 56) : Math.min((VW - L - 100) / w, 232 / h);
+    var gw = w * mc, gh = h * mc;
+    svg.setAttribute("viewBox", "0 0 " + VW + " " + (narrow ? T + gh + 62 : 280));
+    el("text", { x: L + gw / 2, y: 14, "text-anchor": "middle", class: "label" }, svg).textContent = "column";
+    el("text", { x: 16, y: T + gh / 2, "text-anchor": "middle", class: "label",
+                 transform: "rotate(-90 16 " + (T + gh / 2) + ")" }, svg).textContent = "row";
     for (var c = 0; c < w; c++) {
       el("text", { x: L + c * mc + mc / 2, y: T - 4, "text-anchor": "middle", class: "tick" }, svg).textContent = String(c);
     }
     for (var r = 0; r < h; r++) {
       el("text", { x: L - 6, y: T + r * mc + mc / 2 + 4, "text-anchor": "end", class: "tick" }, svg).textContent = String(r);
     }
+    // the value in each cell where it fits at a readable size (the colours carry it otherwise)
+    var fs = Math.min(13, (mc - 4) / 2.3);
     for (var i = 0; i < s.length; i++) {
       var rr = Math.floor(i / w), cc = i % w;
       el("rect", { x: L + cc * mc, y: T + rr * mc, width: mc - 1, height: mc - 1, fill: color(s[i], vmax) }, svg);
-      el("text", { x: L + cc * mc + mc / 2, y: T + rr * mc + mc / 2 + 4, "text-anchor": "middle", class: "cell",
-                   "font-size": Math.max(8, Math.min(13, mc / 4)).toFixed(1) }, svg).textContent = s[i].toFixed(1);
+      if (fs >= MIN_TEXT_PX - 1) {
+        el("text", { x: L + cc * mc + mc / 2, y: T + rr * mc + mc / 2 + fs / 3, "text-anchor": "middle", class: "cell",
+                     style: "font-size:" + fs.toFixed(1) + "px" }, svg).textContent = s[i].toFixed(1);
+      }
     }
     el("rect", { x: L + c0 * mc - 1, y: T + r0 * mc - 1, width: mc + 1, height: mc + 1, class: "query-cell" }, svg);
     // the colour bar: -vmax (blue) to +vmax (red)
-    var bx = 580, bw = 16, bh = 232, n = 40;
-    for (var k = 0; k < n; k++) {
-      var v = vmax * (1 - (2 * (k + 0.5)) / n);
-      el("rect", { x: bx, y: T + (k * bh) / n, width: bw, height: bh / n + 0.5, fill: color(v, vmax) }, svg);
+    var n = 40, k, v;
+    if (!narrow) {
+      var bx = VW - 60, bw = 16, bh = 232;
+      for (k = 0; k < n; k++) {
+        v = vmax * (1 - (2 * (k + 0.5)) / n);
+        el("rect", { x: bx, y: T + (k * bh) / n, width: bw, height: bh / n + 0.5, fill: color(v, vmax) }, svg);
+      }
+      el("rect", { x: bx, y: T, width: bw, height: bh, class: "frame" }, svg);
+      [[vmax, T + 4], [0, T + bh / 2 + 4], [-vmax, T + bh + 4]].forEach(function (t) {
+        el("text", { x: bx + bw + 4, y: t[1], class: "tick" }, svg).textContent = t[0] === 0 ? "0" : fmt(t[0], 1);
+      });
+      el("text", { x: bx + bw / 2, y: T + bh + 22, "text-anchor": "middle", class: "label" }, svg).textContent = "score";
+    } else {
+      var by = T + gh + 12, bl = gw, bt = 12;
+      for (k = 0; k < n; k++) {
+        v = vmax * ((2 * (k + 0.5)) / n - 1);
+        el("rect", { x: L + (k * bl) / n, y: by, width: bl / n + 0.5, height: bt, fill: color(v, vmax) }, svg);
+      }
+      el("rect", { x: L, y: by, width: bl, height: bt, class: "frame" }, svg);
+      [[-vmax, L, "start"], [0, L + bl / 2, "middle"], [vmax, L + bl, "end"]].forEach(function (t) {
+        el("text", { x: t[1], y: by + bt + 15, "text-anchor": t[2], class: "tick" }, svg).textContent =
+            t[0] === 0 ? "0" : fmt(t[0], 1);
+      });
+      el("text", { x: L - 6, y: by + bt - 1, "text-anchor": "end", class: "label" }, svg).textContent = "score";
     }
-    el("rect", { x: bx, y: T, width: bw, height: bh, class: "frame" }, svg);
-    [[vmax, T + 4], [0, T + bh / 2 + 4], [-vmax, T + bh + 4]].forEach(function (t) {
-      el("text", { x: bx + bw + 4, y: t[1], class: "tick" }, svg).textContent = t[0] === 0 ? "0" : fmt(t[0], 1);
-    });
-    el("text", { x: bx + bw / 2, y: T + bh + 22, "text-anchor": "middle", class: "label" }, svg).textContent = "score";
   }
 
   function multidimExplorer(root) {
@@ -172,23 +211,33 @@
       var kname = KIND_NAMES[KINDS.indexOf(k)], sname = SCHEME_NAMES[SCHEMES.indexOf(sc)];
       var r0 = Math.min(+qr.value, h - 1), c0 = Math.min(+qc.value, w - 1), angle = (+ang.value * Math.PI) / 180;
       var ids = gridIds(t, h, w, k, TEXT);
-      // the ids: T frames side by side
+      // the ids: the frames side by side where their labels fit at MIN_TEXT_PX, else fewer
+      // to a row (one under another on a phone)
       while (idsSvg.firstChild) idsSvg.removeChild(idsSvg.firstChild);
-      var VW = 640, VH = 260, gap = 16;
-      var cell = Math.min((VW - gap * (t - 1)) / (t * w), (VH - 24) / h);
-      idsSvg.setAttribute("viewBox", "0 0 " + VW + " " + VH);
+      var VW = drawWidth(idsSvg), gap = 16, head = 20;
+      var labels = ids.map(function (x) { return x.join(","); });
+      var em = Math.max.apply(null, labels.map(labelEm));
+      var need = MIN_TEXT_PX * em + 4; // the smallest cell that holds every label at that size
+      var perRow = t, fit = (VW - gap * (t - 1)) / (t * w);
+      while (perRow > 1 && fit < need) {
+        perRow -= 1;
+        fit = (VW - gap * (perRow - 1)) / (perRow * w);
+      }
+      var cell = Math.min(fit, 64, Math.max(need, 236 / h));
+      var size = Math.max(8, Math.min(15, (cell - 4) / em));
+      var blockH = head + h * cell, nRows = Math.ceil(t / perRow);
+      idsSvg.setAttribute("viewBox", "0 0 " + VW + " " + (nRows * blockH + (nRows - 1) * gap));
       for (var f = 0; f < t; f++) {
-        var x0 = f * (w * cell + gap);
-        el("text", { x: x0, y: 14, class: "label" }, idsSvg).textContent = t > 1 ? "frame " + f : "image";
+        var x0 = (f % perRow) * (w * cell + gap), y0 = Math.floor(f / perRow) * (blockH + gap);
+        el("text", { x: x0, y: y0 + 14, class: "label" }, idsSvg).textContent = t > 1 ? "frame " + f : "image";
         for (var r = 0; r < h; r++) {
           for (var c = 0; c < w; c++) {
             var isQ = f === 0 && r === r0 && c === c0;
-            el("rect", { x: x0 + c * cell, y: 20 + r * cell, width: cell - 2, height: cell - 2,
+            el("rect", { x: x0 + c * cell, y: y0 + head + r * cell, width: cell - 2, height: cell - 2,
                          class: isQ ? "tip s0" : "grid", fill: isQ ? "#fde68a" : "none" }, idsSvg);
-            var label = ids[(f * h + r) * w + c].join(",");
-            var size = Math.max(8, Math.min(15, cell / (0.62 * label.length + 0.8)));
-            el("text", { x: x0 + c * cell + (cell - 2) / 2, y: 20 + r * cell + (cell - 2) / 2 + size / 3,
-                         "text-anchor": "middle", "font-size": size.toFixed(1) }, idsSvg).textContent = label;
+            el("text", { x: x0 + c * cell + (cell - 2) / 2, y: y0 + head + r * cell + (cell - 2) / 2 + size / 3,
+                         "text-anchor": "middle", style: "font-size:" + size.toFixed(1) + "px" },
+               idsSvg).textContent = labels[(f * h + r) * w + c];
           }
         }
       }
@@ -222,6 +271,15 @@
     }
     [T, H, W, qr, qc, ang].forEach(function (x) { x.addEventListener("input", draw); });
     [kind, scheme].forEach(function (x) { x.addEventListener("change", draw); });
+    // drawn at the width the page gives it: redrawn when that changes (a phone turned)
+    var drawnAt = drawWidth(idsSvg), pending = null;
+    window.addEventListener("resize", function () {
+      if (pending) return;
+      pending = window.setTimeout(function () {
+        pending = null;
+        if (drawWidth(idsSvg) !== drawnAt) { drawnAt = drawWidth(idsSvg); draw(); }
+      }, 150);
+    });
     draw();
   }
 

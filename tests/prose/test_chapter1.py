@@ -85,7 +85,7 @@ def test_the_two_entry_points_of_the_positional_signal():
     "notebook, core, optional, exercises, words, code_lines",
     [  # as stated under "Reading time" in each chapter's introduction
         ("01_motivation", 45, 0, 10, 3500, 190),
-        ("02_sinusoidal", 60, 25, 10, 4700, 240),
+        ("02_sinusoidal", 60, 25, 10, 4700, 200),
         ("03_periodicity", 50, 20, 15, 4200, 210),
     ],
 )

@@ -40,8 +40,9 @@ screen (nothing pans sideways), at most
 ``MAX_CUT_EQUATIONS_PHONE`` display equations cut across the book (MathJax 4 breaks long
 ones to the width of the screen), and every chapter figure either shown at the size it
 was drawn (its 9 pt text stays 9 pt) or a link to the image at full size (a tap
-enlarges it). The code blocks on a phone are printed, not asserted; run with ``-s`` to
-see every number.
+enlarges it), and chapter 8's explorer draws no text under 10 px (its grid's ids
+were about 6 px; every explorer's smallest text is printed). The code blocks on a phone
+are printed, not asserted; run with ``-s`` to see every number.
 
 Which HTML it checks: the directory named by ``POSENC_SITE_DIR`` if set; otherwise
 ``_build/html`` if it is newer than every source of the book (CI builds the book right
@@ -207,6 +208,7 @@ class ColdReport:
     layout: dict[str, dict] = field(default_factory=dict)  # _LAYOUT_JS at 1280 px
     layout_phone: dict[str, dict] = field(default_factory=dict)  # at 390 px, each page loaded at that width
     texts: dict[str, dict] = field(default_factory=dict)  # _TEXT_JS: text that may hold LaTeX
+    explorer_text_phone: dict[str, list[dict]] = field(default_factory=dict)  # _EXPLORER_TEXT_JS at 390 px
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -550,6 +552,13 @@ def _visit_phone(browser, base: str, html: Path, name: str, out: Crawl) -> None:
     except Exception:  # noqa: BLE001 - measured as it is
         pass
     cold.layout_phone[name] = page.evaluate(_LAYOUT_JS)
+    if page.locator(".posenc-explorer").count():
+        try:
+            page.wait_for_function("document.querySelectorAll('.posenc-explorer:not(.is-live)').length === 0",
+                                   timeout=10_000)
+        except Exception:  # noqa: BLE001 - measured as it is (an explorer that did not start has no text)
+            pass
+        cold.explorer_text_phone[name] = page.evaluate(_EXPLORER_TEXT_JS)
     phone.close()
 
 
@@ -632,6 +641,38 @@ def _run_axe(page, name: str, theme: str, rep: SiteReport) -> None:
         nodes = v["nodes"]
         line = f"[{theme}] {name}: {v['id']} ({v['impact']}, {len(nodes)} nodes): {v['help']}; e.g. {nodes[:3]}"
         (rep.axe_violations if AXE_ASSERTED.match(v["id"]) else rep.axe_other).append(line)
+
+
+# Reading item 6 (phones): the smallest text of each live explorer as a reader sees it
+# (the font size times the scale of its SVG on the screen), as loaded and, for chapter 8's,
+# also on its densest grid (3 frames of 8 x 8 tokens, M-RoPE ids, the longest labels).
+_EXPLORER_TEXT_JS = """
+() => {
+  const smallest = (root) => {
+    let px = null, text = '';
+    for (const t of root.querySelectorAll('.explorer-live svg text')) {
+      const svg = t.ownerSVGElement, m = svg && svg.getScreenCTM();
+      if (!m || !t.textContent.trim() || svg.getBoundingClientRect().width === 0) continue;
+      const size = parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+      if (px === null || size < px) { px = Math.round(size * 10) / 10; text = t.textContent; }
+    }
+    return {px, text};
+  };
+  const out = [];
+  for (const root of document.querySelectorAll('.posenc-explorer.is-live')) {
+    const name = root.dataset.explorer;
+    out.push(Object.assign({explorer: name, state: 'as loaded'}, smallest(root)));
+    if (name === 'multidim') {
+      for (const [n, v] of [['frames', 3], ['height', 8], ['width', 8]]) {
+        const input = root.querySelector(`input[name="${n}"]`);
+        if (input) { input.value = v; input.dispatchEvent(new Event('input', {bubbles: true})); }
+      }
+      out.push(Object.assign({explorer: name, state: '3 frames of 8 x 8'}, smallest(root)));
+    }
+  }
+  return out;
+}
+"""
 
 
 # Item 1 (display equations) and item 2 (code blocks) of the reading issue, and the rendered
@@ -997,6 +1038,28 @@ def test_no_page_pans_on_a_phone(cold: ColdReport):
     print(f"\npages wider than a 390 px phone: {len(wide)}/{len(cold.layout_phone)}")
     assert len(cold.layout_phone) >= 10, sorted(cold.layout_phone)
     assert not wide, f"{len(wide)} pages pan sideways on a phone:\n" + _fmt(wide)
+
+
+# Reading item 6 (phones): the explorers whose text must be legible on a phone, and how
+# small it may be there (px as drawn). Chapter 8's id labels were about 6 px.
+EXPLORERS_LEGIBLE_ON_A_PHONE = ("multidim",)
+MIN_EXPLORER_TEXT_PX_PHONE = 10
+
+
+def test_explorer_text_legible_on_a_phone(cold: ColdReport):
+    """Reading item 6: on a phone (390 px) the explorers of ``EXPLORERS_LEGIBLE_ON_A_PHONE``
+    draw no text under ``MIN_EXPLORER_TEXT_PX_PHONE`` px (chapter 8's: its ids, the score
+    map's axes, values and colour bar), as loaded and on chapter 8's densest grid. The
+    smallest text of every other explorer is printed."""
+    rows = [(page, r) for page, found in sorted(cold.explorer_text_phone.items()) for r in found]
+    print("\nsmallest explorer text at 390 px:")
+    for page, r in rows:
+        print(f"  {page} {r['explorer']} ({r['state']}): {r['px']} px {r['text']!r}")
+    assert {r["explorer"] for _, r in rows} >= set(EXPLORERS_LEGIBLE_ON_A_PHONE), rows
+    small = [f"{page} {r['explorer']} ({r['state']}): {r['px']} px ({r['text']!r})" for page, r in rows
+             if r["explorer"] in EXPLORERS_LEGIBLE_ON_A_PHONE
+             and (r["px"] is None or r["px"] < MIN_EXPLORER_TEXT_PX_PHONE)]
+    assert not small, f"explorer text under {MIN_EXPLORER_TEXT_PX_PHONE} px on a phone:\n" + _fmt(small)
 
 
 # Item 2 of the reading issue (phones): MathJax 4 breaks long display equations to the
