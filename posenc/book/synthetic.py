@@ -1222,8 +1222,9 @@ def verdict_heat_table(table: Sequence[Mapping], *, factor: int = 4, bests: Mapp
     """The verdicts as a heat-table: one row per task, one column per scheme, plain and BOS as column groups.
 
     Each cell: the mean beyond-length accuracy at ``factor`` x over the seeds that fit,
-    with its 95 % bootstrap interval; ``fit k/n`` (seeds that fit) and ``hold j/k`` (of
-    those, the seeds whose own retention is at least :data:`HOLD`); the extrapolation
+    with its 95 % bootstrap interval; the fit label with ``k/n`` (``"fits 12/12"``,
+    ``"split 7/8"``, ``"fails 0/12"``: the seeds that fit) and ``hold j/k`` (of those, the
+    seeds whose own retention is at least :data:`HOLD`); the extrapolation
     label (with ``"uncertain"``); ``best`` or ``tied best`` from ``bests`` (the
     :func:`best_schemes` of each ``(task, variant)``; nothing where a scheme is the only
     one that fits, since there is nothing to test it against). A group that fits nowhere reads
@@ -1254,7 +1255,7 @@ def verdict_heat_table(table: Sequence[Mapping], *, factor: int = 4, bests: Mapp
                     vrow.append(None)
                     trow.append("—")
                     continue
-                fit = f"fit {r['fit']}"
+                fit = f"{r['fit_label']} {r['fit']}"
                 if not _extrapolates(r, f):
                     vrow.append(None)
                     trow.append(f"{r[f'label_{f}x']}\n{fit}")

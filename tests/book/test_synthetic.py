@@ -509,8 +509,8 @@ def test_best_schemes_needs_a_paired_test_and_the_heat_table_marks_it():
     floors = {t: 0.1 for t in S.ALL_TASKS}
     heat = S.verdict_heat_table(table, factor=4, bests={("offset_copy", "plain"): best}, floors=floors)
     assert heat.html.count("<td") == 98 and heat.markdown.count("—") == 96
-    assert "1.00 [1.00, 1.00]<br>fit 12/12 · hold 12/12<br>holds · best" in heat.html
-    assert "fit 12/12 · hold 0/12" in heat.markdown and "offset copy (floor 0.10)" in heat.markdown
+    assert "1.00 [1.00, 1.00]<br>fits 12/12 · hold 12/12<br>holds · best" in heat.html
+    assert "fits 12/12 · hold 0/12" in heat.markdown and "offset copy (floor 0.10)" in heat.markdown
     with pytest.raises(ValueError, match="table"):
         S.table_row(table, "offset_copy", "learned", "plain")
     with pytest.raises(ValueError, match="task"):
