@@ -41,6 +41,7 @@ the saved curves, and say on the axes what is missing.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
@@ -68,9 +69,11 @@ __all__ = [
     "PHASE_A_GROUPS",
     "PREDICTIONS",
     "ROPE_OMEGAS",
+    "SCHEME_NAMES",
     "VARIANTS",
     "GridProtocol",
     "best_or_indistinguishable",
+    "best_schemes",
     "bos_feature_gap",
     "extrapolation_label",
     "first_losses",
@@ -90,6 +93,7 @@ __all__ = [
     "paired_scheme_differences",
     "permutation_p",
     "plot_rope_alias",
+    "plot_scheme_curves",
     "plot_sinusoidal_novelty",
     "plot_t5_buckets",
     "plot_trajectories",
@@ -103,14 +107,17 @@ __all__ = [
     "rope_template_score",
     "run_grid_pack",
     "run_grid_trial",
+    "scheme_predictions",
     "score_model",
     "seen_position_accuracy",
     "sinusoidal_novelty",
     "still_improving",
     "t5_buckets",
+    "table_row",
     "task_floors",
     "trial_rows",
     "unstable",
+    "verdict_heat_table",
     "wilson_interval",
 ]
 
@@ -567,8 +574,9 @@ def extrapolation_label(acc_1x: Sequence[float], beyond: Sequence[float | None],
         floor: the task's floor on those positions (:func:`~posenc.book.tasks.chance_floor`).
 
     Returns:
-        ``{"label", "uncertain", "n", "retention", "retention_interval", "beyond",
-        "beyond_interval", "per_seed"}``: ``label`` is ``"holds"`` (mean retention
+        ``{"label", "uncertain", "n", "held", "retention", "retention_interval", "beyond",
+        "beyond_interval", "per_seed"}`` (``held``: the seeds among the ``n`` that fit whose
+        own retention is ``>= HOLD``): ``label`` is ``"holds"`` (mean retention
         ``>= HOLD``), ``"floor"`` (mean beyond-length accuracy ``<= floor +
         FLOOR_MARGIN``), ``"degrades"``, ``"not fit"`` (no seed fits) or ``"cannot
         run"``; ``uncertain`` is true when the retention interval crosses ``HOLD`` or the
@@ -588,15 +596,16 @@ def extrapolation_label(acc_1x: Sequence[float], beyond: Sequence[float | None],
     if acc.shape != far.shape:
         raise ValueError(f"acc_1x and beyond must have one value per seed, got {acc.size} and {far.size}")
     fits = acc >= FIT
-    out = {"n": int(fits.sum()), "uncertain": False, "retention": math.nan, "retention_interval": (math.nan, math.nan),
-           "beyond": math.nan, "beyond_interval": (math.nan, math.nan), "per_seed": []}
+    out = {"n": int(fits.sum()), "held": 0, "uncertain": False, "retention": math.nan,
+           "retention_interval": (math.nan, math.nan), "beyond": math.nan, "beyond_interval": (math.nan, math.nan),
+           "per_seed": []}
     if not fits.any():
         return {**out, "label": "not fit"}
     if np.isnan(far[fits]).all():
         return {**out, "label": "cannot run"}
     keep = fits & ~np.isnan(far)
     retention = far[keep] / acc[keep]
-    out.update(n=int(keep.sum()), retention=float(retention.mean()),
+    out.update(n=int(keep.sum()), held=int((retention >= HOLD).sum()), retention=float(retention.mean()),
                retention_interval=summarize(retention, interval="bootstrap").interval,
                beyond=float(far[keep].mean()), beyond_interval=summarize(far[keep], interval="bootstrap").interval,
                per_seed=[round(float(v), 4) for v in far[keep]])
@@ -752,11 +761,16 @@ def task_floors(task: str, protocol: GridProtocol | None = None, *, bos: bool = 
         (['acc_1x', 'beyond_2x'], 0.4)
     """
     protocol = GridProtocol() if protocol is None else protocol
-    L = protocol.train_len
-    out = {"acc_1x": chance_floor(task, L, vocab_size=protocol.vocab_size, bos=bos)}
-    for f in protocol.eval_factors[1:]:
-        out[beyond_key(f)] = chance_floor(task, f * L, start=L, vocab_size=protocol.vocab_size, bos=bos)
-    return out
+    return dict(_floors(task, protocol.train_len, tuple(protocol.eval_factors), protocol.vocab_size, bool(bos)))
+
+
+@functools.lru_cache(maxsize=64)
+def _floors(task: str, L: int, factors: tuple[int, ...], vocab_size: int, bos: bool) -> tuple[tuple[str, float], ...]:
+    # the floors are Monte-Carlo estimates from a fixed seed: the same numbers every call, computed once
+    out = [("acc_1x", chance_floor(task, L, vocab_size=vocab_size, bos=bos))]
+    for f in factors[1:]:
+        out.append((beyond_key(f), chance_floor(task, f * L, start=L, vocab_size=vocab_size, bos=bos)))
+    return tuple(out)
 
 
 def group_verdict(rows: Sequence[Mapping], floors: Mapping[str, float], *, factors: tuple[int, ...] = (2, 4)) -> dict:
@@ -989,7 +1003,8 @@ def group_table(results: object, *, checkpoint: str = "best", protocol: GridProt
     accuracy over the fitting rates), ``unstable`` (trials), ``horizon`` (median over the
     fitting seeds of :func:`horizon` on the 4x curve), and per factor ``f``:
     ``label_<f>x`` (with ``"uncertain (...)"``), ``beyond_<f>x``, ``beyond_<f>x_interval``,
-    ``retention_<f>x``, ``seeds_<f>x`` (the per-seed points) and ``outcome_<f>x``
+    ``retention_<f>x``, ``seeds_<f>x`` (the per-seed points), ``held_<f>x`` (fitting seeds
+    that hold) and ``outcome_<f>x``
     (:func:`prediction_outcome`); ``predicted`` is :data:`PREDICTIONS`' entry.
 
     Example:
@@ -1022,7 +1037,7 @@ def group_table(results: object, *, checkpoint: str = "best", protocol: GridProt
             key = beyond_key(f)
             e = v["pooled"][key]
             row.update({f"label_{f}x": e["label"], key: e["beyond"], f"{key}_interval": e["beyond_interval"],
-                        f"retention_{f}x": e["retention"], f"seeds_{f}x": e["per_seed"],
+                        f"retention_{f}x": e["retention"], f"seeds_{f}x": e["per_seed"], f"held_{f}x": e["held"],
                         f"outcome_{f}x": prediction_outcome(row["predicted"].get(key), e["label"])})
         out.append(row)
     return out
@@ -1138,6 +1153,188 @@ def format_group_table(table: Sequence[Mapping], *, task: str | None = None) -> 
         lines.append(f"{head} {r['fit']} ({r['fit_label']}) | {cell(r, 2)} | {cell(r, 4)} | {hz} | "
                      f"{p['fit']} {p['beyond_2x'] or '-'}/{p['beyond_4x'] or '-'} | {r['outcome_2x']}/{r['outcome_4x']} |")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the chapter's verdict table and per-scheme reports
+
+#: How the chapter names the schemes of the grid.
+SCHEME_NAMES = {"none": "NoPE", "sinusoidal": "sinusoidal", "rope": "RoPE", "alibi": "ALiBi", "t5": "T5",
+                "shaw": "Shaw", "randomized": "randomized"}
+
+
+def table_row(table: Sequence[Mapping], task: str, scheme: str, variant: str) -> Mapping:
+    """The row of one group in a :func:`group_table`.
+
+    Example:
+        >>> table_row(group_table({"rows": []}), "offset_copy", "rope", "bos")["status"]
+        'missing'
+    """
+    for r in table:
+        if (r["task"], r["scheme"], r["variant"]) == (task, scheme, variant):
+            return r
+    raise ValueError(f"table has no row for {task} / {scheme} / {variant}")
+
+
+def _extrapolates(r: Mapping, f: int) -> bool:
+    return r["status"] == "done" and r[f"label_{f}x"] not in ("not fit", "cannot run") and not math.isnan(r[f"beyond_{f}x"])
+
+
+def best_schemes(results: object, table: Sequence[Mapping], task: str, variant: str, *, factor: int = 4) -> dict:
+    """Which scheme extrapolates a task best, and whether a paired test separates it.
+
+    The candidates are the schemes of one task and variant that fit (their mean
+    beyond-length accuracy over the fitting seeds, :func:`group_table`). The leader is
+    compared with every other candidate pair by pair, a pair being one seed at one
+    learning rate (:func:`paired_scheme_differences` with ``lr="all"``: the schemes see the
+    same tokens there, and every rate counts, as in the robustness band): a candidate is
+    *tied* with the leader when the 95 % t-interval of the paired difference contains 0.
+
+    Returns:
+        ``{"order", "claim", "tied"}``: ``order`` the candidates by mean, highest first;
+        ``claim`` is ``"best"`` (the leader is above every other candidate), ``"tied"``
+        (some candidate cannot be told apart from it), ``"only"`` (one candidate) or
+        ``"none"``; ``tied`` the leader and the candidates tied with it.
+
+    Example:
+        >>> best_schemes({"rows": []}, group_table({"rows": []}), "offset_copy", "plain")["claim"]
+        'none'
+    """
+    task = check_choice("task", task, ALL_TASKS)
+    variant = check_choice("variant", variant, VARIANTS)
+    f = check_int("factor", factor)
+    rows = check_rows("table", table, ("task", "scheme", "variant", "status"))
+    cands = [r for r in rows if (r["task"], r["variant"]) == (task, variant) and _extrapolates(r, f)]
+    order = [r["scheme"] for r in sorted(cands, key=lambda r: -r[f"beyond_{f}x"])]
+    if len(order) < 2:
+        return {"order": order, "claim": "only" if order else "none", "tied": list(order)}
+    pairs = paired_scheme_differences(results, task, variant, key=beyond_key(f), lr="all")["pairs"]
+    top, tied = order[0], [order[0]]
+    for other in order[1:]:
+        d = pairs.get((top, other)) or pairs.get((other, top))
+        lo, hi = d["t95"] if d is not None else (math.nan, math.nan)
+        if d is None or math.isnan(lo) or lo <= 0 <= hi:
+            tied.append(other)
+    return {"order": order, "claim": "best" if len(tied) == 1 else "tied", "tied": tied}
+
+
+def verdict_heat_table(table: Sequence[Mapping], *, factor: int = 4, bests: Mapping | None = None,
+                       floors: Mapping[str, float] | None = None):
+    """The verdicts as a heat-table: one row per task, one column per scheme, plain and BOS as column groups.
+
+    Each cell: the mean beyond-length accuracy at ``factor`` x over the seeds that fit,
+    with its 95 % bootstrap interval; the fit label with ``k/n`` (``"fits 12/12"``,
+    ``"split 7/8"``, ``"fails 0/12"``: the seeds that fit) and ``hold j/k`` (of those, the
+    seeds whose own retention is at least :data:`HOLD`); the extrapolation
+    label (with ``"uncertain"``); ``best`` or ``tied best`` from ``bests`` (the
+    :func:`best_schemes` of each ``(task, variant)``; nothing where a scheme is the only
+    one that fits, since there is nothing to test it against). A group that fits nowhere reads
+    ``not fit``; a group not in the results file ``—``. The shading is the accuracy
+    above the task's floor, ``(beyond - floor) / (1 - floor)``, so that the floor is the
+    lightest shade whatever the task.
+
+    Example:
+        >>> t = verdict_heat_table(group_table({"rows": []}), floors={task: 0.1 for task in ALL_TASKS})
+        >>> t.html.count("<td"), "—" in t.markdown
+        (98, True)
+    """
+    from .tables import heat_table
+
+    f = check_int("factor", factor)
+    rows = check_rows("table", table, ("task", "scheme", "variant", "status"))
+    if floors is None:
+        floors = {task: task_floors(task)[beyond_key(f)] for task in ALL_TASKS}
+    bests = {} if bests is None else bests
+    values, texts = [], []
+    for task in ALL_TASKS:
+        vrow, trow = [], []
+        for variant in VARIANTS:
+            best = bests.get((task, variant), {"claim": "none", "tied": []})
+            for scheme in GRID_SCHEMES:
+                r = table_row(rows, task, scheme, variant)
+                if r["status"] != "done":
+                    vrow.append(None)
+                    trow.append("—")
+                    continue
+                fit = f"{r['fit_label']} {r['fit']}"
+                if not _extrapolates(r, f):
+                    vrow.append(None)
+                    trow.append(f"{r[f'label_{f}x']}\n{fit}")
+                    continue
+                mean, (lo, hi) = r[f"beyond_{f}x"], r[f"beyond_{f}x_interval"]
+                k = len(r[f"seeds_{f}x"])
+                label = r[f"label_{f}x"].split(" (")[0]
+                if scheme in best["tied"] and best["claim"] in ("best", "tied"):
+                    label += " · best" if best["claim"] == "best" else " · tied best"
+                interval = "" if math.isnan(lo) else f" [{lo:.2f}, {hi:.2f}]"
+                vrow.append(min(max((mean - floors[task]) / (1 - floors[task]), 0.0), 1.0))
+                trow.append(f"{mean:.2f}{interval}\n{fit} · hold {r[f'held_{f}x']}/{k}\n{label}")
+        values.append(vrow)
+        texts.append(trow)
+    labels = [f"{task.replace('_', ' ')} (floor {floors[task]:.2f})" for task in ALL_TASKS]
+    columns = [SCHEME_NAMES[s] for s in GRID_SCHEMES] * len(VARIANTS)
+    return heat_table(values, rows=labels, columns=columns, text=texts, corner="task",
+                      groups=[("plain", len(GRID_SCHEMES)), ("with BOS token", len(GRID_SCHEMES))])
+
+
+def scheme_predictions(table: Sequence[Mapping], scheme: str) -> dict:
+    """How one scheme's predictions fared: counts and the refuted cases in words.
+
+    Returns ``{"confirmed", "refuted", "open", "tested", "groups", "refuted_cases",
+    "refuted_text"}``: ``tested`` is confirmed plus refuted, ``groups`` the scheme's
+    groups in the file; ``refuted_text`` lists each refuted case as ``"<task>, <variant>,
+    <what>: predicted <p>, observed <o>"`` joined by ``"; "`` (``"none"`` when there is
+    none).
+
+    Example:
+        >>> scheme_predictions(group_table({"rows": []}), "rope")["refuted_text"]
+        'none'
+    """
+    scheme = check_choice("scheme", scheme, GRID_SCHEMES)
+    rows = [r for r in check_rows("table", table, ("task", "scheme", "variant", "status"))
+            if r["scheme"] == scheme and r["status"] == "done"]
+    counts = {"confirmed": 0, "refuted": 0, "open": 0}
+    cases = []
+    for r in rows:
+        for what in ("fit", "2x", "4x"):
+            outcome = r[f"outcome_{what}"]
+            counts[outcome] += 1
+            if outcome != "refuted":
+                continue
+            predicted = r["predicted"]["fit" if what == "fit" else f"beyond_{what}"]
+            observed = r["fit_label"] if what == "fit" else r[f"label_{what}"]
+            where = "with BOS" if r["variant"] == "bos" else "plain"
+            cases.append(f"{r['task'].replace('_', ' ')}, {where}, "
+                         f"{'fit' if what == 'fit' else what}: predicted {predicted}, observed {observed}")
+    return {**counts, "tested": counts["confirmed"] + counts["refuted"], "groups": len(rows),
+            "refuted_cases": cases, "refuted_text": "; ".join(cases) if cases else "none"}
+
+
+def plot_scheme_curves(ax, results: object, task: str, variant: str, *, train_len: int = 16) -> dict:
+    """Every scheme's mean accuracy by position at 4x (best checkpoint, seeds that fit), the task's floor dotted.
+
+    Returns ``{"drawn": [schemes], "missing": [schemes not in the file], "not_fit": [schemes]}``;
+    a panel with nothing to draw says so on its axes.
+    """
+    check_axes("ax", ax)
+    task = check_choice("task", task, ALL_TASKS)
+    variant = check_choice("variant", variant, VARIANTS)
+    out: dict = {"drawn": [], "missing": [], "not_fit": []}
+    for k, scheme in enumerate(GRID_SCHEMES):
+        got = group_curves(results, task, scheme, variant)
+        if got["missing"]:
+            out["missing" if "not in the results" in got["missing"] else "not_fit"].append(scheme)
+            continue
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # positions scored by no trial
+            mean = np.nanmean(got["curves"], axis=0)
+        ax.plot(np.arange(len(mean)), mean, color=f"C{k}", linewidth=1.3, label=SCHEME_NAMES[scheme])
+        out["drawn"].append(scheme)
+    ax.axvline(train_len - 0.5, color="black", linewidth=0.8, linestyle="--")
+    ax.axhline(task_floors(task)["beyond_4x"], color="gray", linewidth=0.8, linestyle=":")
+    ax.set_ylim(-0.02, 1.05)
+    if not out["drawn"]:
+        _note(ax, "not in the results file yet" if out["missing"] else "no scheme fits")
+    return out
 
 
 # --------------------------------------------------------------------------- mechanisms (analytic) and their figures

@@ -136,7 +136,8 @@ def heat_table(
     """A table whose cells are shaded by ``values`` and show ``text`` (default: the value, two decimals).
 
     ``values`` is ``len(rows) x len(columns)``; ``None`` or NaN marks a cell without a value
-    (grey, text ``"—"`` unless ``text`` says otherwise). ``groups``, if given, is a list of
+    (grey, text ``"—"`` unless ``text`` says otherwise); a line break in a cell's text
+    breaks the line in the HTML (a space in the Markdown). ``groups``, if given, is a list of
     ``(label, n_columns)`` drawn as a header row above ``columns`` (for example the plain and
     BOS variants of a verdict grid); the counts must add up to ``len(columns)``. The HTML sits
     in a horizontally scrolling box, so a wide table never widens a phone's page.
@@ -188,7 +189,7 @@ def heat_table(
     for label, shades, texts in zip(row_labels, cells, text):
         tds = "".join(
             f'<td style="background:{bg};color:{fg};text-align:right;padding:2px 6px;white-space:nowrap">'
-            f"{esc(str(t))}</td>" for (bg, fg), t in zip(shades, texts))
+            f"{'<br>'.join(esc(line) for line in str(t).split(chr(10)))}</td>" for (bg, fg), t in zip(shades, texts))
         out.append(f'<tr><th scope="row" style="text-align:left;white-space:nowrap">{esc(label)}</th>{tds}</tr>')
     out.append("</tbody></table></div>")
     md = markdown_table([corner] + col_labels, [[label] + list(t) for label, t in zip(row_labels, text)],

@@ -491,3 +491,58 @@ def test_extensions_move_the_fast_pairs_aliases_only_under_interpolation():
     assert S.rope_extended_score(d, 3, "none") == pytest.approx(S.rope_template_score(d, 3))
     with pytest.raises(ValueError, match="method"):
         S.rope_extended_frequencies("longrope")
+
+
+# --------------------------------------------------------------------------- the chapter's verdict table and reports
+
+
+def test_best_schemes_needs_a_paired_test_and_the_heat_table_marks_it():
+    data = _fake_results()
+    table = S.group_table(data)
+    best = S.best_schemes(data, table, "offset_copy", "plain")
+    assert best == {"order": ["shaw", "rope"], "claim": "best", "tied": ["shaw"]}
+    assert S.best_schemes(data, table, "far_retrieve", "plain")["claim"] == "none"
+    one = S.group_table(_fake_results(groups=(("offset_copy", "rope", "plain"),)))
+    assert S.best_schemes(data, one, "offset_copy", "plain")["claim"] == "only"
+    rope = S.table_row(table, "offset_copy", "rope", "plain")
+    assert rope["held_4x"] == 0 and S.table_row(table, "offset_copy", "shaw", "plain")["held_4x"] == 12
+    floors = {t: 0.1 for t in S.ALL_TASKS}
+    heat = S.verdict_heat_table(table, factor=4, bests={("offset_copy", "plain"): best}, floors=floors)
+    assert heat.html.count("<td") == 98 and heat.markdown.count("—") == 96
+    assert "1.00 [1.00, 1.00]<br>fits 12/12 · hold 12/12<br>holds · best" in heat.html
+    assert "fits 12/12 · hold 0/12" in heat.markdown and "offset copy (floor 0.10)" in heat.markdown
+    with pytest.raises(ValueError, match="table"):
+        S.table_row(table, "offset_copy", "learned", "plain")
+    with pytest.raises(ValueError, match="task"):
+        S.best_schemes(data, table, "copy", "plain")
+
+
+def test_scheme_predictions_count_and_word_the_refuted_cases():
+    table = S.group_table(_fake_results())
+    rope = S.scheme_predictions(table, "rope")
+    assert (rope["confirmed"], rope["refuted"], rope["tested"], rope["groups"]) == (3, 0, 3, 1)
+    assert rope["refuted_text"] == "none"
+    row = S.table_row(table, "offset_copy", "shaw", "plain")
+    row["predicted"] = {"fit": "fits", "beyond_2x": "holds", "beyond_4x": "floor"}
+    row["outcome_4x"] = "refuted"
+    shaw = S.scheme_predictions(table, "shaw")
+    assert shaw["refuted_text"] == "offset copy, plain, 4x: predicted floor, observed holds"
+    with pytest.raises(ValueError, match="scheme"):
+        S.scheme_predictions(table, "learned")
+
+
+def test_scheme_curves_panel_lists_what_it_drew():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2)
+    try:
+        got = S.plot_scheme_curves(a, _fake_results(), "offset_copy", "plain")
+        assert got["drawn"] == ["rope", "shaw"] and len(got["missing"]) == 5 and got["not_fit"] == []
+        assert S.plot_scheme_curves(b, {"rows": []}, "offset_copy", "bos")["drawn"] == []
+        with pytest.raises(TypeError, match="ax"):
+            S.plot_scheme_curves("ax", _fake_results(), "offset_copy", "plain")
+    finally:
+        plt.close(fig)

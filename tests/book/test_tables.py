@@ -55,3 +55,9 @@ def test_markdown_table_escapes_pipes():
 def test_bad_input_is_refused_by_name(call, name):
     with pytest.raises((TypeError, ValueError), match=name):
         call()
+
+
+def test_a_line_break_in_a_cell_breaks_the_html_line_only():
+    t = tables.heat_table([[0.5]], rows=["a"], columns=["b"], text=[["0.50 [0.4, 0.6]\n4/4 <fit>"]])
+    assert "0.50 [0.4, 0.6]<br>4/4 &lt;fit&gt;</td>" in t.html
+    assert "| a | 0.50 [0.4, 0.6] 4/4 <fit> |" in t.markdown
