@@ -1667,3 +1667,414 @@ def rope_extended_score(distances: Sequence[int], offset: int, method: str, *, f
     if w.shape != trained.shape or w.sum() <= 0:
         raise ValueError(f"weights must be one non-negative number per pair with a positive sum, got {w.tolist()}")
     return (w[None, :] * np.cos(new[None, :] * d[:, None] - trained[None, :] * offset)).sum(axis=1) / w.sum()
+
+
+# =========================================================================== mechanism checks on the saved rows
+# Issue 30, item 4 (and item 1's extrapolation horizon): each check reads the saved rows of
+# phase A (and the encodings themselves) and returns the numbers a test and the chapter can
+# assert; each figure function draws one check's dict and computes nothing of its own.
+# Appended as one section so that it merges cleanly with edits above; it changes nothing
+# that the grid's training path runs.
+
+
+def _protocol_or_default(protocol: GridProtocol | None) -> GridProtocol:
+    if protocol is None:
+        return GridProtocol()
+    if not isinstance(protocol, GridProtocol):
+        raise TypeError(f"protocol must be a GridProtocol, got {type(protocol).__name__}")
+    return protocol
+
+
+def grid_protocol(results: object) -> GridProtocol:
+    """The :class:`GridProtocol` a results file was run with (its stored ``config``; the defaults if it has none).
+
+    Example:
+        >>> grid_protocol({"rows": [], "config": {"train_len": 16, "n_heads": 4, "d_model": 32}}).d_model // 4
+        8
+    """
+    data = load_grid(results)
+    config = data.get("config")
+    if not config:
+        return GridProtocol()
+    if not isinstance(config, Mapping):
+        raise TypeError(f"results['config'] must be a dict of GridProtocol settings, got {type(config).__name__}")
+    try:
+        protocol = GridProtocol.from_dict({k: v for k, v in config.items() if k != "length_rule"})
+        protocol.validate()
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"results['config'] is not a GridProtocol: {err}") from None
+    return protocol
+
+
+def rope_omegas(protocol: GridProtocol | None = None, *, base: float = 10000.0) -> np.ndarray:
+    """RoPE's frequencies in the protocol's model: ``base ** (-2 i / head_dim)``, one per pair (shape ``(head_dim // 2,)``).
+
+    Example:
+        >>> [round(float(w), 3) for w in rope_omegas()], [round(float(w), 3) for w in rope_omegas(base=100.0)]
+        ([1.0, 0.1, 0.01, 0.001], [1.0, 0.316, 0.1, 0.032])
+    """
+    protocol = _protocol_or_default(protocol)
+    base = check_real("base", base, low=1.0, low_open=True)
+    head_dim = protocol.d_model // protocol.n_heads
+    if head_dim % 2:
+        raise ValueError(f"protocol's head width d_model/n_heads={head_dim} must be even for RoPE")
+    return base ** (-2.0 * np.arange(head_dim // 2) / head_dim)
+
+
+def _wrap(phase: np.ndarray) -> np.ndarray:
+    return (phase + math.pi) % (2 * math.pi) - math.pi
+
+
+def rope_alias_table(offset: int, protocol: GridProtocol | None = None, *, base: float = 10000.0,
+                     bos: bool = False) -> list[dict]:
+    """Every alias of distance ``offset`` below the longest evaluation length: ``offset + 2 pi k / omega_i``, ``k >= 1``.
+
+    A head that finds its key at distance ``offset`` cannot tell, in pair ``i``, that
+    distance from ``offset + 2 pi k / omega_i``. The integer distance nearest to an alias
+    is where it bites: a query at position ``t`` first has a key at that distance when
+    ``t`` reaches it (the key then is the first token), so the alias predicts a drop of
+    accuracy at task position ``t = position``.
+
+    Args:
+        offset: the trained look-back distance (3 for offset copy, 10 for long offset copy).
+        protocol: the model (head width ``d_model / n_heads``), ``train_len`` and the
+            evaluation lengths; default ``GridProtocol()`` (head width 8).
+        base: RoPE's base (10,000 in phase A; 100 in the phase-D ablation).
+        bos: with a BOS token the trained distances reach ``train_len`` (else ``train_len - 1``).
+
+    Returns:
+        One dict per alias, ordered by position: ``pair`` (``i``), ``omega``, ``k``,
+        ``distance`` (the real alias), ``position`` (the nearest integer distance),
+        ``gaps`` (array ``(pairs,)``: every pair's phase gap at ``position``, wrapped to
+        ``(-pi, pi]``) and ``trained`` (the distance occurs in training sequences).
+
+    Example:
+        >>> [(a["position"], a["trained"]) for a in rope_alias_table(3) if a["pair"] == 0][:4]
+        [(9, True), (16, False), (22, False), (28, False)]
+        >>> [a["position"] for a in rope_alias_table(10)]
+        [16, 23, 29, 35, 41, 48, 54, 60]
+        >>> [round(float(g), 2) for g in rope_alias_table(3)[5]["gaps"]]
+        [0.3, -2.48, 0.38, 0.04]
+    """
+    protocol = _protocol_or_default(protocol)
+    offset = check_int("offset", offset, minimum=0)
+    if not isinstance(bos, bool):
+        raise TypeError(f"bos must be a bool, got {type(bos).__name__}")
+    omegas = rope_omegas(protocol, base=base)
+    max_len = max(protocol.eval_factors) * protocol.train_len
+    longest_trained = protocol.train_len - 1 + int(bos)
+    out = []
+    for i, omega in enumerate(omegas):
+        for k, distance in enumerate(rope_alias_positions(offset, max_len, omega=float(omega)), start=1):
+            position = int(round(distance))
+            if position >= max_len:
+                continue
+            out.append({"pair": i, "omega": float(omega), "k": k, "distance": float(distance), "position": position,
+                        "gaps": _wrap(omegas * (position - offset)), "trained": position <= longest_trained})
+    return sorted(out, key=lambda a: (a["position"], a["pair"]))
+
+
+def curve_drops(curve: Sequence[float | None], start: int, *, drop: float = 0.1, window: int = 3) -> list[int]:
+    """The positions ``t >= start`` where a per-position accuracy curve falls: a cliff, not a slope.
+
+    ``t`` is a drop when the mean of the ``window`` positions before it exceeds the mean of
+    ``t`` and the ``window - 1`` after it by at least ``drop``; of consecutive such
+    positions the one with the largest fall is kept. Unscored positions (``None``/``nan``)
+    are left out of the means.
+
+    Example:
+        >>> c = [1.0] * 41 + [0.3] * 6 + [0.07] * 17
+        >>> curve_drops(c, 16)
+        [41, 47]
+        >>> curve_drops(np.linspace(1, 0, 64), 16)  # a slope of 0.016 per position: no cliff
+        []
+    """
+    start = check_int("start", start, minimum=1)
+    drop = check_real("drop", drop, low=0.0, high=1.0, low_open=True)
+    window = check_int("window", window)
+    c = np.array([math.nan if v is None else v for v in curve], dtype=float) if not isinstance(curve, np.ndarray) \
+        else np.asarray(curve, dtype=float)
+    if c.ndim != 1:
+        raise ValueError(f"curve must be one accuracy per position, got shape {c.shape}")
+    falls = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a window with no scored position
+        for t in range(start, len(c)):
+            before, after = np.nanmean(c[max(0, t - window): t]), np.nanmean(c[t: t + window])
+            if not math.isnan(before) and not math.isnan(after) and before - after >= drop:
+                falls[t] = before - after
+    out: list[int] = []
+    for t in sorted(falls):
+        if t - 1 in falls and out:  # the same cliff as the run before it: keep its largest fall
+            if falls[t] > falls[out[-1]]:
+                out[-1] = t
+        else:
+            out.append(t)
+    return out
+
+
+def _fitting_rows(results: object, task: str, scheme: str, variant: str, checkpoint: str) -> tuple[dict, list[Mapping]]:
+    """:func:`group_curves` (fitting seeds at the fitting rates) and the saved rows of the same trials, in its order."""
+    checkpoint = check_choice("checkpoint", checkpoint, ("best", "final"))
+    got = group_curves(results, task, scheme, variant, checkpoint=checkpoint)
+    rows = {(r["seed"], r["lr"]): r for r in _rows(results) if (r["task"], r["scheme"], r["variant"]) ==
+            (task, scheme, variant) and r.get("checkpoint") == checkpoint and r.get("phase", "A") == "A"}
+    return got, [rows[t] for t in got["trials"]]
+
+
+_ALIAS_OFFSETS = {"offset_copy": 3, "long_offset_copy": 10}
+
+
+def rope_alias_check(results: object, task: str = "offset_copy", variant: str = "plain", *, drop: float = 0.1,
+                     tolerance: int = 0, base: float = 10000.0, checkpoint: str = "best") -> dict:
+    """Where RoPE's per-position accuracy falls in each fitting trial, against the aliases the model predicts.
+
+    The predicted positions are the untrained aliases of the task's distance
+    (:func:`rope_alias_table`, every pair, at ``position >= train_len``); the observed
+    ones are each trial's :func:`curve_drops` on its 4x curve. A trial *matches* when it
+    has a drop and every drop lies within ``tolerance`` of a predicted position.
+
+    Returns:
+        ``{"task", "variant", "offset", "predicted" (sorted positions), "first_predicted",
+        "silent" (predicted positions where no trial drops), "chance" (the share of new positions
+        within ``tolerance`` of a predicted one: how often a drop at a random position would
+        match), "trials" [(seed, lr)], "drops" [[positions] per trial], "horizons" (per trial),
+        "matched" (bools), "k" (trials matched), "n" (trials), "counts" ({position: trials
+        with a drop there}), "text", "missing"}``; with nothing to check (group not in the
+        file, no seed fits) ``n`` is 0 and ``missing`` says why.
+
+    Example:
+        >>> rope_alias_check({"rows": []})["missing"]
+        'offset_copy / rope / plain is not in the results file yet'
+    """
+    task = check_choice("task", task, tuple(_ALIAS_OFFSETS))
+    variant = check_choice("variant", variant, VARIANTS)
+    tolerance = check_int("tolerance", tolerance, minimum=0)
+    protocol = grid_protocol(results)
+    offset = _ALIAS_OFFSETS[task]
+    table = rope_alias_table(offset, protocol, base=base, bos=variant == "bos")
+    predicted = sorted({a["position"] for a in table if a["position"] >= protocol.train_len})
+    new = range(protocol.train_len, max(protocol.eval_factors) * protocol.train_len)
+    chance = sum(any(abs(t - p) <= tolerance for p in predicted) for t in new) / len(new)
+    got, _ = _fitting_rows(results, task, "rope", variant, checkpoint)
+    out = {"task": task, "variant": variant, "offset": offset, "predicted": predicted,
+           "first_predicted": predicted[0] if predicted else None, "trials": got["trials"], "drops": [],
+           "horizons": [], "matched": [], "k": 0, "n": 0, "counts": {}, "silent": predicted,
+           "chance": chance, "missing": got["missing"]}
+    if got["missing"]:
+        out["text"] = got["missing"]
+        return out
+    for curve in got["curves"]:
+        found = curve_drops(curve, protocol.train_len, drop=drop)
+        out["drops"].append(found)
+        out["horizons"].append(horizon(curve, protocol.train_len))
+        out["matched"].append(bool(found) and all(min(abs(t - p) for p in predicted) <= tolerance for t in found)
+                              if predicted else False)
+        for t in found:
+            out["counts"][t] = out["counts"].get(t, 0) + 1
+    out["counts"] = dict(sorted(out["counts"].items()))
+    out["silent"] = [p for p in predicted if not any(abs(t - p) <= tolerance for t in out["counts"])]
+    out["k"], out["n"] = sum(out["matched"]), len(out["matched"])
+    where = ", ".join(f"{t} ({c}/{out['n']})" for t, c in out["counts"].items()) or "none"
+    out["text"] = (f"RoPE, {task.replace('_', ' ')}, {variant}: drops at {where}; every drop at an alias of "
+                   f"{offset} in {out['k']}/{out['n']} trials")
+    return out
+
+
+def group_horizons(results: object, task: str, scheme: str, variant: str, *, threshold: float = 0.9,
+                   checkpoint: str = "best") -> dict:
+    """The extrapolation horizon of every fitting trial of a group, beside its beyond-length accuracies.
+
+    A trial's horizon is :func:`horizon` on its 4x curve: the first position ``>= L``
+    whose accuracy is below ``threshold``. For a causal model the accuracy at a position
+    does not depend on later tokens, so the horizon is also the longest sequence whose
+    every position stays at or above ``threshold`` (``4 L`` when none falls).
+
+    Returns:
+        ``{"task", "scheme", "variant", "threshold", "trials", "horizons" (array), "median",
+        "reach_2x" / "reach_4x" (trials whose horizon reaches ``2 L`` / ``4 L``), "n",
+        "beyond_2x" / "beyond_4x" (the same trials' means), "missing"}``.
+
+    Example:
+        >>> group_horizons({"rows": []}, "offset_copy", "rope", "plain")["n"]
+        0
+    """
+    threshold = check_real("threshold", threshold, low=0.0, high=1.0)
+    protocol = grid_protocol(results)
+    got, rows = _fitting_rows(results, task, scheme, variant, checkpoint)
+    out = {"task": task, "scheme": scheme, "variant": variant, "threshold": threshold, "trials": got["trials"],
+           "horizons": np.zeros(0, dtype=int), "median": math.nan, "reach_2x": 0, "reach_4x": 0, "n": 0,
+           "beyond_2x": math.nan, "beyond_4x": math.nan, "missing": got["missing"]}
+    if got["missing"]:
+        return out
+    L = protocol.train_len
+    h = np.array([horizon(c, L, threshold=threshold) for c in got["curves"]], dtype=int)
+    longest = max(protocol.eval_factors) * L
+    out.update(horizons=h, median=float(np.median(h)), reach_2x=int((h >= 2 * L).sum()),
+               reach_4x=int((h >= longest).sum()), n=int(h.size))
+    for f in (2, 4):
+        values = [r.get(beyond_key(f)) for r in rows if r.get(beyond_key(f)) is not None]
+        out[beyond_key(f)] = float(np.mean(values)) if values else math.nan
+    return out
+
+
+def horizon_table(results: object, *, threshold: float = 0.9, checkpoint: str = "best") -> list[dict]:
+    """:func:`group_horizons` of every planned group of phase A (plan order); missing groups have ``n == 0``.
+
+    Example:
+        >>> t = horizon_table({"rows": []})
+        >>> len(t), t[0]["missing"]
+        (98, 'offset_copy / none / plain is not in the results file yet')
+    """
+    return [group_horizons(results, *g, threshold=threshold, checkpoint=checkpoint) for g in PHASE_A_GROUPS]
+
+
+def sinusoidal_similarity_check(results: object, task: str = "far_retrieve", variant: str = "plain", *,
+                                checkpoint: str = "best") -> dict:
+    """The sinusoidal model's accuracy at each new position against its encoding's similarity to the trained ones.
+
+    The similarity of task position ``t`` is the largest cosine between its sinusoidal
+    encoding and that of a trained position (:func:`sinusoidal_novelty`; with BOS the
+    model's positions are the task's plus one, and ``L + 1`` of them are trained). Each
+    fitting trial gives the Pearson correlation of accuracy with similarity over the new
+    positions ``L .. 4L - 1``; the trials' mean has a 95 % bootstrap interval.
+
+    Returns:
+        ``{"task", "variant", "similarity" (array ``(4L,)``, by task position), "curves"
+        (``(trials, 4L)``), "trials", "correlations" (per trial), "mean", "interval",
+        "positive" (trials with a correlation above 0), "n", "pooled" (the correlation of
+        the mean curve), "missing"}``.
+
+    Example:
+        >>> c = sinusoidal_similarity_check({"rows": []})
+        >>> c["similarity"].shape, round(float(c["similarity"][15]), 6), c["n"]
+        ((64,), 1.0, 0)
+    """
+    variant = check_choice("variant", variant, VARIANTS)
+    protocol = grid_protocol(results)
+    L, longest, shift = protocol.train_len, max(protocol.eval_factors) * protocol.train_len, int(variant == "bos")
+    sim = sinusoidal_novelty(longest + shift, L + shift, protocol.d_model)[shift:]
+    got, _ = _fitting_rows(results, task, "sinusoidal", variant, checkpoint)
+    out = {"task": task, "variant": variant, "similarity": sim, "curves": got["curves"], "trials": got["trials"],
+           "correlations": np.zeros(0), "mean": math.nan, "interval": (math.nan, math.nan), "positive": 0, "n": 0,
+           "pooled": math.nan, "missing": got["missing"]}
+    if got["missing"]:
+        return out
+
+    def corr(acc: np.ndarray) -> float:
+        ok = ~np.isnan(acc[L:]) & (np.arange(L, len(acc)) < len(sim))
+        a, s = acc[L:][ok], sim[L: len(acc)][ok[: len(sim) - L]]
+        return float(np.corrcoef(a, s)[0, 1]) if a.size > 2 and a.std() > 0 else math.nan
+
+    r = np.array([corr(c) for c in got["curves"]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean_curve = np.nanmean(got["curves"], axis=0)
+    summary = summarize(r[~np.isnan(r)], interval="bootstrap")
+    out.update(correlations=r, mean=summary.mean, interval=summary.interval, positive=int((r > 0).sum()),
+               n=int((~np.isnan(r)).sum()), pooled=corr(mean_curve))
+    return out
+
+
+def eval_positions(task: str, variant: str, length: int, seed: int, protocol: GridProtocol | None = None) -> dict:
+    """The randomized scheme's positions and the scored mask of the grid's held-out sequences of one length.
+
+    Exactly the sequences :func:`score_model` scores for ``seed`` at ``length`` (they do
+    not depend on the scheme; the positions are the randomized scheme's draw).
+
+    Returns:
+        ``{"positions": tensor (eval_size, length [+1 with BOS]), "mask": tensor (eval_size,
+        length), the scored task positions, "spacing": the mean gap between consecutive
+        positions of a sequence}``.
+
+    Example:
+        >>> e = eval_positions("offset_copy", "plain", 16, 0, GridProtocol(eval_size=64))
+        >>> e["positions"].shape, 13 < e["spacing"] < 17
+        (torch.Size([64, 16]), True)
+    """
+    task = check_choice("task", task, ALL_TASKS)
+    variant = check_choice("variant", variant, VARIANTS)
+    length, seed = check_int("length", length), check_int("seed", seed, minimum=0)
+    protocol = _protocol_or_default(protocol)
+    bos = variant == "bos"
+    g, h = _eval_generators(seed, length)
+    _, _, mask, positions = grid_batch(task, "randomized", protocol, bos, protocol.eval_size, length, g, h)
+    gaps = (positions[:, 1:] - positions[:, :-1]).double()
+    return {"positions": positions, "mask": mask[:, int(bos):], "spacing": float(gaps.mean())}
+
+
+def randomized_seen_check(results: object, task: str = "offset_copy", variant: str = "bos", *,
+                          checkpoint: str = "best", gap: float = 0.2) -> dict:
+    """Randomized positions: accuracy at the positions seen in training (``< L``) in sequences of length L, 2L and 4L.
+
+    At length ``L`` it is ``acc_1x``; at ``2L`` it is recovered exactly from ``acc_2x``
+    and ``beyond_2x`` with the number of scored positions of the held-out sequences
+    (:func:`eval_positions`); at ``4L`` it is the scored-position-weighted mean of the
+    saved 4x curve over ``t < L``. The spacing is measured on the held-out positions of
+    every seed (BOS included): a longer sequence packs its sorted positions closer
+    (:func:`randomized_spacing`).
+
+    Returns:
+        ``{"task", "variant", "lengths" (L, 2L, 4L), "spacing" (measured, shape (3,)),
+        "spacing_formula" ((256 + 1) / (n + 1) for the n positions drawn), "trials",
+        "seen" (array (trials, 3)), "mean" (shape (3,)), "interval" (bootstrap per length),
+        "below" (trials whose seen accuracy at 4L is more than ``gap`` below their acc_1x),
+        "n", "missing"}``.
+
+    Example:
+        >>> randomized_seen_check({"rows": []})["missing"]
+        'offset_copy / randomized / bos is not in the results file yet'
+    """
+    variant = check_choice("variant", variant, VARIANTS)
+    gap = check_real("gap", gap, low=0.0, high=1.0)
+    protocol = grid_protocol(results)
+    L = protocol.train_len
+    lengths = tuple(f * L for f in (1, 2, 4))
+    if not {1, 2, 4} <= set(protocol.eval_factors):
+        raise ValueError(f"the results' eval_factors must include 1, 2 and 4, got {protocol.eval_factors}")
+    got, rows = _fitting_rows(results, task, "randomized", variant, checkpoint)
+    shift = int(variant == "bos")
+    out = {"task": task, "variant": variant, "lengths": lengths, "trials": got["trials"],
+           "spacing_formula": randomized_spacing([n + shift for n in lengths]),
+           "spacing": np.full(3, math.nan), "seen": np.zeros((0, 3)), "mean": np.full(3, math.nan),
+           "interval": [(math.nan, math.nan)] * 3, "below": 0, "n": 0, "missing": got["missing"]}
+    seeds = sorted({s for s, _ in got["trials"]}) or list(protocol.seeds)
+    spacing = {n: [] for n in lengths}
+    masks: dict[tuple[int, int], torch.Tensor] = {}
+    for seed in seeds:
+        for n in lengths:
+            e = eval_positions(task, variant, n, seed, protocol)
+            spacing[n].append(e["spacing"])
+            masks[(seed, n)] = e["mask"]
+    out["spacing"] = np.array([np.mean(spacing[n]) for n in lengths])
+    if got["missing"]:
+        return out
+    seen = []
+    for (seed, _), row, curve in zip(got["trials"], rows, got["curves"]):
+        m2, m4 = masks[(seed, 2 * L)], masks[(seed, 4 * L)]
+        n_all, n_seen = float(m2.sum()), float(m2[:, :L].sum())
+        at_2 = (row["acc_2x"] * n_all - row["beyond_2x"] * (n_all - n_seen)) / n_seen
+        counts = m4[:, :L].sum(dim=0).double().numpy()
+        ok = counts > 0
+        at_4 = float((curve[:L][ok] * counts[ok]).sum() / counts[ok].sum())
+        seen.append([row["acc_1x"], at_2, at_4])
+    out["seen"] = np.array(seen)
+    out["mean"] = out["seen"].mean(axis=0)
+    out["interval"] = [summarize(out["seen"][:, j], interval="bootstrap").interval for j in range(3)]
+    out["below"] = int((out["seen"][:, 0] - out["seen"][:, 2] > gap).sum())
+    out["n"] = len(seen)
+    return out
+
+
+__all__ += [
+    "curve_drops",
+    "eval_positions",
+    "grid_protocol",
+    "group_horizons",
+    "horizon_table",
+    "randomized_seen_check",
+    "rope_alias_check",
+    "rope_alias_table",
+    "rope_omegas",
+    "sinusoidal_similarity_check",
+]
