@@ -1838,7 +1838,8 @@ def rope_alias_check(results: object, task: str = "offset_copy", variant: str = 
         ``{"task", "variant", "offset", "predicted" (sorted positions), "first_predicted",
         "silent" (predicted positions where no trial drops), "chance" (the share of new positions
         within ``tolerance`` of a predicted one: how often a drop at a random position would
-        match), "trials" [(seed, lr)], "drops" [[positions] per trial], "horizons" (per trial),
+        match), "curves" (array (trials, 4L): the fitting trials' 4x curves), "train_len",
+        "trials" [(seed, lr)], "drops" [[positions] per trial], "horizons" (per trial),
         "matched" (bools), "k" (trials matched), "n" (trials), "counts" ({position: trials
         with a drop there}), "text", "missing"}``; with nothing to check (group not in the
         file, no seed fits) ``n`` is 0 and ``missing`` says why.
@@ -1859,6 +1860,7 @@ def rope_alias_check(results: object, task: str = "offset_copy", variant: str = 
     got, _ = _fitting_rows(results, task, "rope", variant, checkpoint)
     out = {"task": task, "variant": variant, "offset": offset, "predicted": predicted,
            "first_predicted": predicted[0] if predicted else None, "trials": got["trials"], "drops": [],
+           "curves": got["curves"], "train_len": protocol.train_len,
            "horizons": [], "matched": [], "k": 0, "n": 0, "counts": {}, "silent": predicted,
            "chance": chance, "missing": got["missing"]}
     if got["missing"]:
@@ -2066,15 +2068,244 @@ def randomized_seen_check(results: object, task: str = "offset_copy", variant: s
     return out
 
 
+
+
+def train_checkpoint(task: str, scheme: str, variant: str, seed: int, lr: float, *,
+                     protocol: GridProtocol | None = None, saved: object = None) -> dict:
+    """Retrain one trial of phase A exactly as the grid trained it and return its best held-out-loss weights.
+
+    The grid keeps no weights; the mechanisms that need them (a trained RoPE head's
+    ``q . R(d) k``, T5's untrained buckets, NoPE + BOS's ``1/(t+2)`` feature) retrain one
+    trial through :func:`run_grid_pack` unchanged (its ``modify`` hook only keeps a
+    reference to the model, which ends holding the trial's best weights). With ``saved``
+    (a results file) the new scores are compared with the saved best row of the trial: on
+    the machine that ran the grid they are equal.
+
+    Returns:
+        ``{"model" (the trained module, in eval mode), "best" (its scores with per-position
+        curves), "best_step", "best_loss", "saved" (the saved best row or ``None``),
+        "differences" ({key: new - saved} for acc_1x, beyond_2x, beyond_4x, heldout_loss),
+        "matches" (every difference within 1e-3, ``None`` without a saved row), "seconds"}``.
+
+    Example:
+        >>> p = GridProtocol(steps=4, loss_every=2, score_every=4, eval_size=4, heldout_size=4, batch_size=4, warmup=0)
+        >>> c = train_checkpoint("offset_copy", "rope", "plain", 0, 1e-3, protocol=p)
+        >>> type(c["model"]).__name__, c["best_step"] in (2, 4), c["matches"]
+        ('PositionalTransformer', True, None)
+    """
+    task, scheme, variant, members, protocol = _checked(task, scheme, variant, [(seed, lr)], protocol)
+    kept: list[nn.Module] = []
+    start = time.perf_counter()
+    trial = run_grid_pack(task, scheme, variant, members, protocol, modify=kept.append)[0]
+    seconds = time.perf_counter() - start
+    model = kept[0].eval()
+    out = {"model": model, "best": trial["best"], "best_step": trial["best_step"], "best_loss": trial["best_loss"],
+           "saved": None, "differences": {}, "matches": None, "seconds": seconds}
+    if saved is not None:
+        found = [r for r in _rows(saved) if (r["task"], r["scheme"], r["variant"], r["seed"], r["checkpoint"]) ==
+                 (task, scheme, variant, seed, "best") and math.isclose(r["lr"], lr) and r.get("phase", "A") == "A"]
+        if found:
+            row = found[0]
+            new = {**trial["best"], "heldout_loss": trial["best_loss"]}
+            out["saved"] = row
+            out["differences"] = {k: new[k] - row[k] for k in ("acc_1x", "beyond_2x", "beyond_4x", "heldout_loss")
+                                  if row.get(k) is not None and new.get(k) is not None}
+            out["matches"] = all(abs(v) <= 1e-3 for v in out["differences"].values())
+    return out
+
+
+# --- the figures of the mechanism checks: each draws one check's dict on ``ax`` and returns what it drew
+
+
+def _check_dict(name: str, value: object, fields: tuple[str, ...]) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be the dict its check function returns, got {type(value).__name__}")
+    missing = [f for f in fields if f not in value]
+    if missing:
+        raise ValueError(f"{name} has no {missing[0]!r}: not the dict of its check function")
+    return value
+
+
+def _title(ax, text: str) -> None:
+    """``text`` as the axes' title, wrapped to the axes' width (about 13 characters per inch at 10 pt)."""
+    import textwrap
+
+    width = ax.get_position().width * ax.figure.get_size_inches()[0]
+    ax.set_title(textwrap.fill(text, max(30, int(width * 13))), fontsize=10)
+
+
+def plot_alias_check(ax, check: Mapping) -> dict:
+    """Draw :func:`rope_alias_check`: every fitting trial's 4x curve, the predicted aliases as dotted lines, the drops as dots.
+
+    The title says where the accuracy falls and in how many trials every fall lies on an
+    alias (readable as the figure's alt text). Returns ``{"title", "aliases", "drops"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots()
+        >>> plot_alias_check(ax, rope_alias_check({"rows": []}))["title"]
+        'offset_copy / rope / plain is not in the results file yet'
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    c = _check_dict("check", check, ("task", "variant", "offset", "predicted", "curves", "drops", "k", "n", "counts",
+                                     "missing", "train_len"))
+    if c["missing"]:
+        _note(ax, c["missing"])
+        return {"title": c["missing"], "aliases": [], "drops": []}
+    color = SCHEME_STYLES["rope"]["color"]
+    x = np.arange(c["curves"].shape[1])
+    for curve, drops in zip(c["curves"], c["drops"]):
+        ax.plot(x, curve, color=color, linewidth=0.7, alpha=0.4)
+        ax.plot(drops, curve[drops], "o", color="black", markersize=3)
+    for p in c["predicted"]:
+        ax.axvline(p, color="gray", linewidth=0.8, linestyle=":")
+    ax.axvline(c["train_len"] - 0.5, color="black", linewidth=0.8, linestyle="--")
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlabel("position (dotted: aliases of distance %d)" % c["offset"])
+    ax.set_ylabel("accuracy")
+    where = " and ".join(f"{t} ({n}/{c['n']})" for t, n in c["counts"].items() if n * 4 >= c["n"]) or "no position"
+    title = (f"RoPE, {c['task'].replace('_', ' ')}, {c['variant']}: accuracy falls at {where}; "
+             f"every fall on an alias in {c['k']}/{c['n']} trials")
+    _title(ax, title)
+    return {"title": title, "aliases": list(c["predicted"]), "drops": [list(d) for d in c["drops"]]}
+
+
+def plot_horizons(ax, horizons: Sequence[Mapping]) -> dict:
+    """Draw :func:`group_horizons` dicts: one row per group, a dot per fitting trial's horizon, a bar at the median.
+
+    Dashed lines mark ``L``, ``2L`` and ``4L``; each row's label carries ``k/n`` reaching 2L
+    and 4L. Groups without fitting trials are listed as such. Returns ``{"labels", "medians"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots()
+        >>> plot_horizons(ax, [group_horizons({"rows": []}, "offset_copy", "rope", "plain")])["labels"]
+        ['rope, plain: no fitting trial']
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    rows = check_rows("horizons", horizons, ("task", "scheme", "variant", "horizons", "median", "reach_2x",
+                                             "reach_4x", "n", "threshold"))
+    L = GridProtocol().train_len
+    labels, medians = [], []
+    rng = np.random.default_rng(0)  # a fixed vertical jitter, so that equal horizons stay visible
+    for i, r in enumerate(rows):
+        name = f"{r['scheme']}, {r['variant']}"
+        if not r["n"]:
+            labels.append(f"{name}: no fitting trial")
+            medians.append(math.nan)
+            continue
+        style = SCHEME_STYLES.get(r["scheme"], {"color": "black", "marker": "o"})
+        h = np.asarray(r["horizons"], dtype=float)
+        ax.plot(h, i + rng.uniform(-0.2, 0.2, h.size), linestyle="none", marker=style["marker"], color=style["color"],
+                markersize=4, alpha=0.7)
+        ax.plot([r["median"]] * 2, [i - 0.35, i + 0.35], color="black", linewidth=1.5)
+        labels.append(f"{name}: {r['reach_2x']}/{r['n']} to 2L, {r['reach_4x']}/{r['n']} to 4L")
+        medians.append(r["median"])
+    for f in (1, 2, 4):
+        ax.axvline(f * L, color="gray", linewidth=0.8, linestyle="--")
+    ax.set_yticks(range(len(rows)), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"horizon: first position below {rows[0]['threshold']:g} (dashed: L, 2L, 4L)")
+    tasks = sorted({r["task"] for r in rows})
+    _title(ax, f"Extrapolation horizon per trial, {', '.join(t.replace('_', ' ') for t in tasks)}; bar: median")
+    return {"labels": labels, "medians": medians}
+
+
+def plot_similarity_check(ax, check: Mapping) -> dict:
+    """Draw :func:`sinusoidal_similarity_check`: the mean accuracy at each new position against its encoding's similarity.
+
+    Each dot is one position ``>= L``; the title gives the per-trial correlation's mean,
+    interval and sign count. Returns ``{"title", "x", "y"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots()
+        >>> plot_similarity_check(ax, sinusoidal_similarity_check({"rows": []}))["title"]
+        'far_retrieve / sinusoidal / plain is not in the results file yet'
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    c = _check_dict("check", check, ("task", "variant", "similarity", "curves", "mean", "interval", "positive", "n",
+                                     "missing"))
+    if c["missing"]:
+        _note(ax, c["missing"])
+        return {"title": c["missing"], "x": np.zeros(0), "y": np.zeros(0)}
+    L = GridProtocol().train_len
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(c["curves"], axis=0)
+    x, y = c["similarity"][L: len(mean)], mean[L:]
+    ok = ~np.isnan(y)
+    ax.plot(x[ok], y[ok], linestyle="none", marker=SCHEME_STYLES["sinusoidal"]["marker"],
+            color=SCHEME_STYLES["sinusoidal"]["color"], markersize=4)
+    ax.set_xlabel("largest cosine of the position's encoding to a trained one")
+    ax.set_ylabel("mean accuracy")
+    ax.set_ylim(-0.02, 1.05)
+    lo, hi = c["interval"]
+    title = (f"sinusoidal, {c['task'].replace('_', ' ')}, {c['variant']}: accuracy at new positions against similarity, "
+             f"r = {c['mean']:.2f} [{lo:.2f}, {hi:.2f}], positive in {c['positive']}/{c['n']} trials")
+    _title(ax, title)
+    return {"title": title, "x": x[ok], "y": y[ok]}
+
+
+def plot_seen_check(ax, check: Mapping) -> dict:
+    """Draw :func:`randomized_seen_check`: accuracy at the trained indices against the mean spacing of the positions.
+
+    One line per fitting trial through its lengths L, 2L and 4L (labelled), the mean in
+    black. Returns ``{"title", "spacing", "mean"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots()
+        >>> plot_seen_check(ax, randomized_seen_check({"rows": []}))["title"]
+        'offset_copy / randomized / bos is not in the results file yet'
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    c = _check_dict("check", check, ("task", "variant", "lengths", "spacing", "seen", "mean", "below", "n", "missing"))
+    if c["missing"]:
+        _note(ax, c["missing"])
+        return {"title": c["missing"], "spacing": c["spacing"], "mean": c["mean"]}
+    style = SCHEME_STYLES["randomized"]
+    for row in c["seen"]:
+        ax.plot(c["spacing"], row, color=style["color"], linewidth=0.7, alpha=0.5, marker=style["marker"], markersize=4)
+    ax.plot(c["spacing"], c["mean"], color="black", linewidth=1.6)
+    for s, n, m in zip(c["spacing"], c["lengths"], c["mean"]):
+        ax.annotate(f"{n} tokens", (s, m), textcoords="offset points", xytext=(-10, -16), fontsize=9)
+    ax.set_xlabel("mean spacing of the sampled positions")
+    ax.set_ylabel("accuracy at trained indices")
+    ax.set_ylim(-0.02, 1.05)
+    title = (f"randomized, {c['task'].replace('_', ' ')}, {c['variant']}: accuracy at seen indices "
+             + " / ".join(f"{m:.2f}" for m in c["mean"]) + " at " + " / ".join(str(n) for n in c["lengths"])
+             + f" tokens; {c['below']}/{c['n']} trials lose more than 0.2")
+    _title(ax, title)
+    return {"title": title, "spacing": c["spacing"], "mean": c["mean"]}
+
+
 __all__ += [
     "curve_drops",
     "eval_positions",
     "grid_protocol",
     "group_horizons",
     "horizon_table",
+    "plot_alias_check",
+    "plot_horizons",
+    "plot_seen_check",
+    "plot_similarity_check",
     "randomized_seen_check",
     "rope_alias_check",
     "rope_alias_table",
     "rope_omegas",
     "sinusoidal_similarity_check",
+    "train_checkpoint",
 ]

@@ -224,3 +224,78 @@ def test_randomized_check_refuses_bad_input():
         S.randomized_seen_check({"rows": []}, gap=2)
     with pytest.raises(ValueError, match="task"):
         S.randomized_seen_check({"rows": []}, "copy")
+
+
+# --------------------------------------------------------------------------- one trial's weights
+
+
+_TINY = S.GridProtocol(steps=4, loss_every=2, score_every=4, eval_size=4, heldout_size=4, batch_size=4, warmup=0)
+
+
+def test_checkpoint_is_the_grids_trial():
+    c = S.train_checkpoint("offset_copy", "rope", "plain", 1, 3e-3, protocol=_TINY)
+    ref = S.run_grid_trial("offset_copy", "rope", "plain", 1, 3e-3, _TINY)
+    np.testing.assert_equal(c["best"], ref["best"])  # nan (unscored positions) equal to nan
+    assert c["best_step"] == ref["best_step"]
+    # the returned weights are the best checkpoint's: scoring them again gives the saved scores
+    again = S.score_model(c["model"], "offset_copy", "rope", _TINY, False, 1, per_position=True)
+    np.testing.assert_equal(again, ref["best"])
+    saved = {"rows": [{"task": "offset_copy", "scheme": "rope", "variant": "plain", "seed": 1, "lr": 3e-3,
+                       "checkpoint": "best", "phase": "A", "heldout_loss": round(ref["best_loss"], 4),
+                       **{k: round(ref["best"][k], 4) for k in ("acc_1x", "beyond_2x", "beyond_4x")}}]}
+    c = S.train_checkpoint("offset_copy", "rope", "plain", 1, 3e-3, protocol=_TINY, saved=saved)
+    assert c["matches"] is True and set(c["differences"]) == {"acc_1x", "beyond_2x", "beyond_4x", "heldout_loss"}
+    assert S.train_checkpoint("offset_copy", "rope", "plain", 2, 3e-3, protocol=_TINY, saved=saved)["saved"] is None
+
+
+@pytest.mark.parametrize("args, name", [(("copy", "rope", "plain", 0, 1e-3), "task"),
+                                        (("offset_copy", "learned", "plain", 0, 1e-3), "scheme"),
+                                        (("offset_copy", "rope", "plain", -1, 1e-3), "seed"),
+                                        (("offset_copy", "rope", "plain", 0, 0.0), "lr")])
+def test_checkpoint_refuses_bad_input(args, name):
+    with pytest.raises((ValueError, TypeError), match=name):
+        S.train_checkpoint(*args, protocol=_TINY)
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def test_figures_draw_the_saved_checks_for_the_column(grid):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from posenc.book.plotting import COLUMN_WIDTH_IN, figure_problems
+
+    fig, axes = plt.subplots(4, 1, figsize=(COLUMN_WIDTH_IN, 14), constrained_layout=True)
+    a = S.plot_alias_check(axes[0], S.rope_alias_check(grid, "offset_copy", "plain"))
+    assert "41" in a["title"] and 41 in a["aliases"] and len(a["drops"]) >= 10
+    h = S.plot_horizons(axes[1], [S.group_horizons(grid, "offset_copy", s, "plain") for s in ("rope", "shaw", "none")])
+    assert h["labels"][1].startswith("shaw, plain: 12/12 to 2L") and h["labels"][2].endswith("no fitting trial")
+    assert 40 <= h["medians"][0] <= 48
+    s = S.plot_similarity_check(axes[2], S.sinusoidal_similarity_check(grid, "far_retrieve", "plain"))
+    assert s["x"].size == s["y"].size > 40 and "r = " in s["title"]
+    r = S.plot_seen_check(axes[3], S.randomized_seen_check(grid, "offset_copy", "bos"))
+    assert "16 / 32 / 64 tokens" in r["title"]
+    fig.canvas.draw()
+    assert figure_problems(fig) == []
+    plt.close(fig)
+
+
+def test_figures_refuse_what_is_not_their_check():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    with pytest.raises(TypeError, match="check"):
+        S.plot_alias_check(ax, [1, 2])
+    with pytest.raises(ValueError, match="check"):
+        S.plot_seen_check(ax, S.rope_alias_check({"rows": []}))
+    with pytest.raises(TypeError, match="ax"):
+        S.plot_similarity_check(None, S.sinusoidal_similarity_check({"rows": []}))
+    with pytest.raises(ValueError, match="horizons"):
+        S.plot_horizons(ax, [{"task": "offset_copy"}])
+    plt.close(fig)
