@@ -2114,6 +2114,80 @@ def train_checkpoint(task: str, scheme: str, variant: str, seed: int, lr: float,
     return out
 
 
+
+@torch.no_grad()
+def rope_head_profile(model: nn.Module, task: str = "offset_copy", variant: str = "plain", *, layer: int = -1,
+                      seed: int = 0, margin: float = 1.0, protocol: GridProtocol | None = None) -> dict:
+    """A trained RoPE model's score for a key at every distance, per head: ``q . R(d) k`` of the head's mean query and key.
+
+    The queries and keys of ``layer`` (before rotation) are read on the grid's held-out
+    sequences at length ``L`` (seed ``seed``); ``q`` is the mean query of the scored
+    positions, ``k`` the mean key of all positions. By linearity ``q . R(d) k`` is then the
+    mean score that a key at distance ``d`` gets from a query, whatever their contents:
+    the head's preference for distances, read through the model's own rotary module. An
+    untrained alias *rivals* the target in a head when its score is at least
+    ``score(offset) - margin`` (it gets at least ``exp(-margin)`` of the target's weight).
+
+    Returns:
+        ``{"distance" (array (4L,)), "scores" (array (heads, 4L), pre-softmax logits),
+        "offset", "target" (per head, the score at ``offset``), "trained_max" (per head, the
+        highest score of the other trained distances), "selectivity" (``target - trained_max``:
+        large in the layer that finds the key, near 0 in a layer with no preference for
+        distance, whose ``predicted_drop`` means nothing), "aliases" (untrained alias positions
+        of the fast pair), "alias_scores" (array (heads, aliases)), "rivals" (per alias, the
+        heads where it rivals the target), "predicted_drop" (the first alias rivalling the
+        target in at least half the heads, or ``None``), and the arguments ``margin``,
+        ``layer`` (counted from 0, negative ones resolved), ``variant``, ``task``}``.
+
+    Example:
+        >>> p = GridProtocol(eval_size=8)
+        >>> with seeded(0):
+        ...     m = p.run_config("plain", 1e-3).model("rope")
+        >>> prof = rope_head_profile(m, protocol=p)
+        >>> prof["scores"].shape, prof["aliases"][:3]
+        ((4, 64), [16, 22, 28])
+    """
+    from .models import PositionalTransformer
+
+    if not isinstance(model, PositionalTransformer) or model.scheme != "rope":
+        raise ValueError(f"model must be a PositionalTransformer with scheme 'rope', got {type(model).__name__}"
+                         + (f" with scheme {model.scheme!r}" if isinstance(model, PositionalTransformer) else ""))
+    task = check_choice("task", task, tuple(_ALIAS_OFFSETS))
+    variant = check_choice("variant", variant, VARIANTS)
+    protocol = _protocol_or_default(protocol)
+    seed = check_int("seed", seed, minimum=0)
+    margin = check_real("margin", margin, low=0.0)
+    if not isinstance(layer, int) or isinstance(layer, bool) or not -len(model.blocks) <= layer < len(model.blocks):
+        raise ValueError(f"layer must be an int in [-{len(model.blocks)}, {len(model.blocks)}), got {layer!r}")
+    bos, L, offset = variant == "bos", protocol.train_len, _ALIAS_OFFSETS[task]
+    longest = max(protocol.eval_factors) * L
+    g, h = _eval_generators(seed, L)
+    inputs, _, _, _ = grid_batch(task, "rope", protocol, bos, protocol.eval_size, L, g, h)
+    attn, seen = model.blocks[layer].attn, {}
+    hook = attn.register_forward_pre_hook(lambda mod, args: seen.setdefault("x", args[0]))
+    try:
+        model.eval()(inputs)
+    finally:
+        hook.remove()
+    q = attn._heads(attn.w_q(seen["x"]), attn.head_dim)[:, :, offset + int(bos):].mean(dim=(0, 2))
+    k = attn._heads(attn.w_k(seen["x"]), attn.head_dim).mean(dim=(0, 2))
+    heads, distance = q.shape[0], torch.arange(longest)
+    rq = model.positional(q[None, :, None, :].expand(1, heads, longest, -1).contiguous(), positions=distance)
+    rk = model.positional(k[None, :, None, :].contiguous(), positions=torch.zeros(1, dtype=torch.long))
+    scores = ((rq * rk).sum(-1)[0] / math.sqrt(attn.head_dim)).double().numpy()
+    trained = [d for d in range(L + int(bos)) if d != offset]
+    aliases = [a["position"] for a in rope_alias_table(offset, protocol, bos=bos) if a["pair"] == 0 and not a["trained"]]
+    target = scores[:, offset]
+    alias_scores = scores[:, aliases]
+    rivals = [[int(hh) for hh in np.flatnonzero(alias_scores[:, j] >= target - margin)] for j in range(len(aliases))]
+    first = next((a for a, r in zip(aliases, rivals) if 2 * len(r) >= heads), None)
+    trained_max = scores[:, trained].max(axis=1)
+    return {"distance": distance.numpy(), "scores": scores, "offset": offset, "target": target,
+            "trained_max": trained_max, "selectivity": target - trained_max, "aliases": aliases,
+            "alias_scores": alias_scores, "rivals": rivals, "predicted_drop": first, "margin": margin,
+            "layer": layer % len(model.blocks), "variant": variant, "task": task}
+
+
 # --- the figures of the mechanism checks: each draws one check's dict on ``ax`` and returns what it drew
 
 
@@ -2292,6 +2366,50 @@ def plot_seen_check(ax, check: Mapping) -> dict:
     return {"title": title, "spacing": c["spacing"], "mean": c["mean"]}
 
 
+
+def plot_head_profile(ax, profile: Mapping) -> dict:
+    """Draw :func:`rope_head_profile`: each head's score against distance, the untrained aliases dotted.
+
+    Scores are shown relative to each head's score at the trained distance (0 there), so a
+    key at a distance where a line reaches ``-margin`` (dashed) rivals the target. The title
+    names the aliases that rival it (alt-text ready). Returns ``{"title", "relative"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> p = GridProtocol(eval_size=8)
+        >>> with seeded(0):
+        ...     m = p.run_config("plain", 1e-3).model("rope")
+        >>> fig, ax = plt.subplots()
+        >>> plot_head_profile(ax, rope_head_profile(m, protocol=p))["relative"].shape
+        (4, 64)
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    c = _check_dict("profile", profile, ("distance", "scores", "target", "aliases", "rivals", "offset", "margin",
+                                         "layer", "task", "variant"))
+    relative = c["scores"] - c["target"][:, None]
+    heads = relative.shape[0]
+    for hh, line in enumerate(relative):
+        ax.plot(c["distance"], line, color=SCHEME_STYLES["rope"]["color"], linewidth=1.0, alpha=0.4 + 0.6 * hh / heads,
+                label=f"head {hh}")
+    for a in c["aliases"]:
+        ax.axvline(a, color="gray", linewidth=0.8, linestyle=":")
+    ax.axhline(-c["margin"], color="black", linewidth=0.8, linestyle="--")
+    ax.axvline(c["offset"], color="black", linewidth=0.8)
+    ax.set_xlabel(f"distance of the key (solid: trained distance {c['offset']}; dotted: untrained aliases)")
+    ax.set_ylabel("score minus the target's")
+    ax.legend(fontsize=9, loc="lower right", ncol=2)
+    rival = [a for a, r in zip(c["aliases"], c["rivals"]) if 2 * len(r) >= heads]
+    quiet = [a for a in c["aliases"] if a not in rival]
+    title = (f"Trained RoPE heads, layer {c['layer'] + 1}, {c['task'].replace('_', ' ')}, {c['variant']}: keys at "
+             + (", ".join(map(str, rival)) or "no alias") + f" score within {c['margin']:g} of the target"
+             + (f"; {', '.join(map(str, quiet))} stay below" if quiet else ""))
+    _title(ax, title)
+    return {"title": title, "relative": relative}
+
+
 __all__ += [
     "curve_drops",
     "eval_positions",
@@ -2299,12 +2417,14 @@ __all__ += [
     "group_horizons",
     "horizon_table",
     "plot_alias_check",
+    "plot_head_profile",
     "plot_horizons",
     "plot_seen_check",
     "plot_similarity_check",
     "randomized_seen_check",
     "rope_alias_check",
     "rope_alias_table",
+    "rope_head_profile",
     "rope_omegas",
     "sinusoidal_similarity_check",
     "train_checkpoint",

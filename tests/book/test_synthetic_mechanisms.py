@@ -299,3 +299,80 @@ def test_figures_refuse_what_is_not_their_check():
     with pytest.raises(ValueError, match="horizons"):
         S.plot_horizons(ax, [{"task": "offset_copy"}])
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------- a trained RoPE head's q . R(d) k
+
+
+def _rope_model(bos=False):
+    p = S.GridProtocol(eval_size=16)
+    with S.seeded(3):
+        return p, p.run_config("bos" if bos else "plain", 1e-3).model("rope")
+
+
+def test_head_profile_is_q_rotated_k_by_distance():
+    import torch
+
+    p, m = _rope_model()
+    prof = S.rope_head_profile(m, protocol=p)
+    # recompute by hand: interleaved pairs x0 + i x1, ... of a query at t and a key at t - d give Re(q conj(k) e^{i omega d})
+    g, h = S._eval_generators(0, 16)
+    x, _, _, _ = S.grid_batch("offset_copy", "rope", p, False, 16, 16, g, h)
+    seen = {}
+    hook = m.blocks[-1].attn.register_forward_pre_hook(lambda mod, args: seen.setdefault("x", args[0]))
+    with torch.no_grad():
+        m(x)
+    hook.remove()
+    a = m.blocks[-1].attn
+    q = a._heads(a.w_q(seen["x"]), 8)[:, :, 3:].mean(dim=(0, 2)).detach().double().numpy()
+    k = a._heads(a.w_k(seen["x"]), 8).mean(dim=(0, 2)).detach().double().numpy()
+    w = S.rope_omegas()
+    qc, kc = q[:, 0::2] + 1j * q[:, 1::2], k[:, 0::2] + 1j * k[:, 1::2]
+    d = np.arange(64)
+    manual = np.real((qc[:, None, :] * np.conj(kc[:, None, :])) * np.exp(1j * w[None, None, :] * d[None, :, None])).sum(-1)
+    assert np.allclose(prof["scores"], manual / math.sqrt(8), atol=1e-4)
+    assert prof["aliases"] == [16, 22, 28, 34, 41, 47, 53, 60]
+    assert prof["alias_scores"].shape == (4, 8) and np.allclose(prof["selectivity"], prof["target"] - prof["trained_max"])
+
+
+def test_head_profile_rivals_follow_the_margin():
+    p, m = _rope_model(bos=True)
+    prof = S.rope_head_profile(m, "long_offset_copy", "bos", layer=0, margin=100.0, protocol=p)
+    assert all(r == [0, 1, 2, 3] for r in prof["rivals"]) and prof["predicted_drop"] == prof["aliases"][0] == 23
+    tight = S.rope_head_profile(m, "long_offset_copy", "bos", layer=0, margin=0.0, protocol=p)
+    assert all(len(r) <= 4 for r in tight["rivals"])
+
+
+@pytest.mark.parametrize("kw, err, name", [({"layer": 2}, ValueError, "layer"), ({"layer": 1.0}, ValueError, "layer"),
+                                           ({"margin": -1.0}, ValueError, "margin"), ({"task": "far_retrieve"}, ValueError, "task"),
+                                           ({"seed": -2}, ValueError, "seed")])
+def test_head_profile_refuses_bad_input(kw, err, name):
+    p, m = _rope_model()
+    with pytest.raises(err, match=name):
+        S.rope_head_profile(m, protocol=p, **kw)
+
+
+def test_head_profile_needs_a_rope_model():
+    p = S.GridProtocol(eval_size=4)
+    with S.seeded(0):
+        m = p.run_config("plain", 1e-3).model("alibi")
+    with pytest.raises(ValueError, match="model"):
+        S.rope_head_profile(m, protocol=p)
+    with pytest.raises(ValueError, match="model"):
+        S.rope_head_profile("rope", protocol=p)
+
+
+def test_head_profile_figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p, m = _rope_model()
+    fig, ax = plt.subplots()
+    out = S.plot_head_profile(ax, S.rope_head_profile(m, protocol=p))
+    assert out["relative"].shape == (4, 64) and np.allclose(out["relative"][:, 3], 0)
+    assert out["title"].startswith("Trained RoPE heads, layer 2, offset copy, plain")
+    with pytest.raises(ValueError, match="profile"):
+        S.plot_head_profile(ax, {"scores": 1})
+    plt.close(fig)
