@@ -2188,6 +2188,139 @@ def rope_head_profile(model: nn.Module, task: str = "offset_copy", variant: str 
             "layer": layer % len(model.blocks), "variant": variant, "task": task}
 
 
+
+def _initial_model(scheme: str, variant: str, seed: int, protocol: GridProtocol) -> nn.Module:
+    """The weights a trial of the grid starts from (built as :func:`run_grid_pack` builds them)."""
+    with seeded(seed):
+        return protocol.run_config(variant, protocol.lrs[0]).model(scheme)
+
+
+@torch.no_grad()
+def t5_bucket_check(model: nn.Module, seed: int, variant: str = "plain", *, protocol: GridProtocol | None = None) -> dict:
+    """Which of a trained T5 model's buckets moved from their initial values, against the buckets training reaches.
+
+    The trial's initial weights are rebuilt from ``seed`` (as the grid builds them). A
+    bucket no training distance falls in (:func:`t5_buckets`) gets no gradient, so Adam
+    leaves it exactly at its initial value (about ``N(0, 0.02^2)``): at a new distance a
+    key meets a bias near 0, between the target's trained bias and the suppressed
+    distractors'.
+
+    Returns:
+        ``{"bucket" (array (buckets,)), "reached" (bool per bucket: some training distance
+        falls in it), "initial", "trained" (arrays (buckets, heads)), "change" (per bucket,
+        the largest absolute change over heads), "unchanged" (buckets exactly at their
+        initial values), "predicted" (buckets not reached), "bias" (array (heads, 4L): the
+        trained bias at every distance), "new_bias" (per head, the mean bias at distances
+        ``L .. 4L - 1``), "trained_bias" (per head, the bias at every trained distance)}``.
+
+    Example:
+        >>> p = GridProtocol()
+        >>> with seeded(0):
+        ...     m = p.run_config("plain", 1e-3).model("t5")
+        >>> c = t5_bucket_check(m, 0)
+        >>> c["unchanged"] == list(range(32)), c["predicted"] == list(range(16, 32))  # an untrained model: all at init
+        (True, True)
+    """
+    from .models import PositionalTransformer
+
+    if not isinstance(model, PositionalTransformer) or model.scheme != "t5":
+        raise ValueError(f"model must be a PositionalTransformer with scheme 't5', got {type(model).__name__}"
+                         + (f" with scheme {model.scheme!r}" if isinstance(model, PositionalTransformer) else ""))
+    seed = check_int("seed", seed, minimum=0)
+    variant = check_choice("variant", variant, VARIANTS)
+    protocol = _protocol_or_default(protocol)
+    L, longest, bos = protocol.train_len, max(protocol.eval_factors) * protocol.train_len, variant == "bos"
+    start = _initial_model("t5", variant, seed, protocol).positional.weight.detach().double().numpy()
+    bias = model.positional
+    if bias.weight.shape != start.shape:
+        raise ValueError(f"model's bucket table {tuple(bias.weight.shape)} is not the protocol's {start.shape}")
+    end = bias.weight.detach().double().numpy()
+    table = t5_buckets(longest + int(bos), L, bos=bos, num_buckets=bias.num_buckets, max_distance=bias.max_distance)
+    reached = np.zeros(bias.num_buckets, dtype=bool)
+    reached[table["bucket"][table["trained"]]] = True
+    change = np.abs(end - start).max(axis=1)
+    by_distance = end[table["bucket"][:longest]].T  # (heads, distances)
+    return {"bucket": np.arange(bias.num_buckets), "reached": reached, "initial": start, "trained": end,
+            "change": change, "unchanged": [int(b) for b in np.flatnonzero(change == 0)],
+            "predicted": [int(b) for b in np.flatnonzero(~reached)], "bias": by_distance,
+            "new_bias": by_distance[:, L:].mean(axis=1), "trained_bias": by_distance[:, : L + int(bos)]}
+
+
+@torch.no_grad()
+def bos_position_probe(model: nn.Module, task: str = "far_retrieve", *, layer: int = 0, offset: int = 3,
+                       ridge: float = 1e-3, protocol: GridProtocol | None = None) -> dict:
+    """A linear probe for NoPE + BOS's position feature ``1/(t+2)`` in the residual stream after block ``layer``.
+
+    The probe (ridge regression with an intercept) is fitted on the positions seen in
+    training (``t < L``) of the grid's held-out sequences of seed 0 at length 4L, and read
+    on those of seed 1 at every position. A head attending uniformly puts ``1/(t+2)`` of
+    its weight on BOS, so the stream can carry that number. Position ``t`` is *resolved*
+    from ``t - offset`` while the probe's mean readings at the two positions differ by
+    more than twice the readings' standard deviation at ``t``.
+
+    Returns:
+        ``{"position" (array (4L,)), "target" (1/(t+2)), "mean", "sd" (of the reading per
+        position, over sequences), "r2_seen" (positions < L), "r2_new" (positions >= L),
+        "resolved" (bool per position >= offset), "resolution" (the first position >= L that
+        is not resolved, or 4L), "gap" (:func:`bos_feature_gap`)}``.
+
+    Example:
+        >>> p = GridProtocol(eval_size=32)
+        >>> with seeded(0):
+        ...     m = p.run_config("bos", 1e-3).model("none")
+        >>> probe = bos_position_probe(m, protocol=p)
+        >>> probe["mean"].shape, probe["r2_seen"] > 0.5
+        ((64,), True)
+    """
+    from .models import PositionalTransformer
+
+    if not isinstance(model, PositionalTransformer) or model.scheme != "none":
+        raise ValueError(f"model must be a PositionalTransformer with scheme 'none', got {type(model).__name__}"
+                         + (f" with scheme {model.scheme!r}" if isinstance(model, PositionalTransformer) else ""))
+    task = check_choice("task", task, ALL_TASKS)
+    protocol = _protocol_or_default(protocol)
+    offset = check_int("offset", offset)
+    ridge = check_real("ridge", ridge, low=0.0)
+    if not isinstance(layer, int) or isinstance(layer, bool) or not -len(model.blocks) <= layer < len(model.blocks):
+        raise ValueError(f"layer must be an int in [-{len(model.blocks)}, {len(model.blocks)}), got {layer!r}")
+    L = protocol.train_len
+    longest = max(protocol.eval_factors) * L
+
+    def stream(seed: int) -> np.ndarray:
+        g, h = _eval_generators(seed, longest)
+        inputs, _, _, _ = grid_batch(task, "none", protocol, True, protocol.eval_size, longest, g, h)
+        seen = {}
+        hook = model.blocks[layer].register_forward_hook(lambda mod, args, out: seen.setdefault("x", out))
+        try:
+            model.eval()(inputs)
+        finally:
+            hook.remove()
+        return seen["x"][:, 1:].double().numpy()  # (batch, 4L, d_model): the task positions (BOS dropped)
+
+    t = np.arange(longest)
+    target = 1.0 / (t + 2)
+    fit, read = stream(0), stream(1)
+    x = fit[:, :L].reshape(-1, fit.shape[-1])
+    y = np.broadcast_to(target[:L], fit.shape[:2][:1] + (L,)).reshape(-1)
+    mu = x.mean(axis=0)
+    xc = x - mu
+    w = np.linalg.solve(xc.T @ xc + ridge * len(xc) * np.eye(xc.shape[1]), xc.T @ (y - y.mean()))
+    pred = (read - mu) @ w + y.mean()  # (batch, 4L)
+    mean, sd = pred.mean(axis=0), pred.std(axis=0)
+
+    def r2(part: slice) -> float:
+        err = pred[:, part] - target[part]
+        tot = np.broadcast_to(target[part], err.shape)
+        return float(1 - (err ** 2).sum() / ((tot - tot.mean()) ** 2).sum())
+
+    resolved = np.zeros(longest, dtype=bool)
+    resolved[offset:] = np.abs(mean[:-offset] - mean[offset:]) > 2 * sd[offset:]
+    first = next((int(p) for p in range(L, longest) if not resolved[p]), longest)
+    return {"position": t, "target": target, "mean": mean, "sd": sd, "r2_seen": r2(slice(0, L)),
+            "r2_new": r2(slice(L, longest)), "resolved": resolved, "resolution": first,
+            "gap": bos_feature_gap(t[offset:], offset)}
+
+
 # --- the figures of the mechanism checks: each draws one check's dict on ``ax`` and returns what it drew
 
 
@@ -2412,6 +2545,7 @@ def plot_head_profile(ax, profile: Mapping) -> dict:
 
 __all__ += [
     "curve_drops",
+    "bos_position_probe",
     "eval_positions",
     "grid_protocol",
     "group_horizons",
@@ -2427,5 +2561,6 @@ __all__ += [
     "rope_head_profile",
     "rope_omegas",
     "sinusoidal_similarity_check",
+    "t5_bucket_check",
     "train_checkpoint",
 ]

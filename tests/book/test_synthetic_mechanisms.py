@@ -376,3 +376,55 @@ def test_head_profile_figure():
     with pytest.raises(ValueError, match="profile"):
         S.plot_head_profile(ax, {"scores": 1})
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------- T5's buckets and NoPE + BOS's feature
+
+
+def test_t5_untrained_buckets_keep_their_initial_values():
+    c = S.train_checkpoint("offset_copy", "t5", "plain", 0, 1e-2, protocol=_TINY)
+    check = S.t5_bucket_check(c["model"], 0, protocol=_TINY)
+    assert check["predicted"] == list(range(16, 32))
+    assert check["unchanged"] == check["predicted"]  # every reached bucket moved, no other did
+    assert check["bias"].shape == (4, 64) and check["trained_bias"].shape == (4, 16)
+    assert np.allclose(check["bias"][:, 16:], check["initial"][S.t5_buckets()["bucket"][16:]].T)
+    bos = S.t5_bucket_check(S.train_checkpoint("offset_copy", "t5", "bos", 0, 1e-2, protocol=_TINY)["model"], 0,
+                            "bos", protocol=_TINY)
+    assert bos["unchanged"] == bos["predicted"] == list(range(17, 32))  # with BOS distance 16 is trained
+
+
+def test_t5_check_refuses_bad_input():
+    p = S.GridProtocol()
+    with S.seeded(0):
+        m = p.run_config("plain", 1e-3).model("t5")
+        other = p.run_config("plain", 1e-3).model("rope")
+    with pytest.raises(ValueError, match="model"):
+        S.t5_bucket_check(other, 0)
+    with pytest.raises(ValueError, match="seed"):
+        S.t5_bucket_check(m, -1)
+    with pytest.raises(ValueError, match="variant"):
+        S.t5_bucket_check(m, 0, "both")
+
+
+def test_bos_probe_reads_one_over_t_plus_two():
+    p = S.GridProtocol(eval_size=32)
+    with S.seeded(0):
+        m = p.run_config("bos", 1e-3).model("none")
+    probe = S.bos_position_probe(m, protocol=p)
+    assert probe["mean"].shape == probe["sd"].shape == (64,) and np.allclose(probe["target"], 1 / (np.arange(64) + 2))
+    assert probe["r2_seen"] > 0.5  # at initialisation attention is near uniform: the feature is there already
+    assert 16 <= probe["resolution"] <= 64 and not probe["resolved"][:3].any()
+    assert np.allclose(probe["gap"], S.bos_feature_gap(np.arange(3, 64), 3))
+
+
+def test_bos_probe_refuses_bad_input():
+    p = S.GridProtocol(eval_size=8)
+    with S.seeded(0):
+        m = p.run_config("bos", 1e-3).model("none")
+        rope = p.run_config("bos", 1e-3).model("rope")
+    with pytest.raises(ValueError, match="model"):
+        S.bos_position_probe(rope, protocol=p)
+    for kw, name in (({"layer": 5}, "layer"), ({"offset": 0}, "offset"), ({"ridge": -1.0}, "ridge"),
+                     ({"task": "copy"}, "task")):
+        with pytest.raises(ValueError, match=name):
+            S.bos_position_probe(m, protocol=p, **kw)
