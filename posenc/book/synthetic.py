@@ -2262,7 +2262,8 @@ def bos_position_probe(model: nn.Module, task: str = "far_retrieve", *, layer: i
         ``{"position" (array (4L,)), "target" (1/(t+2)), "mean", "sd" (of the reading per
         position, over sequences), "r2_seen" (positions < L), "r2_new" (positions >= L),
         "resolved" (bool per position >= offset), "resolution" (the first position >= L that
-        is not resolved, or 4L), "gap" (:func:`bos_feature_gap`)}``.
+        is not resolved, or 4L), "gap" (:func:`bos_feature_gap`), and ``task``, ``layer`` (from
+        0), ``offset``, ``train_len``}``.
 
     Example:
         >>> p = GridProtocol(eval_size=32)
@@ -2318,7 +2319,8 @@ def bos_position_probe(model: nn.Module, task: str = "far_retrieve", *, layer: i
     first = next((int(p) for p in range(L, longest) if not resolved[p]), longest)
     return {"position": t, "target": target, "mean": mean, "sd": sd, "r2_seen": r2(slice(0, L)),
             "r2_new": r2(slice(L, longest)), "resolved": resolved, "resolution": first,
-            "gap": bos_feature_gap(t[offset:], offset)}
+            "gap": bos_feature_gap(t[offset:], offset), "task": task, "layer": layer % len(model.blocks),
+            "offset": offset, "train_len": L}
 
 
 # --- the figures of the mechanism checks: each draws one check's dict on ``ax`` and returns what it drew
@@ -2543,6 +2545,48 @@ def plot_head_profile(ax, profile: Mapping) -> dict:
     return {"title": title, "relative": relative}
 
 
+
+def plot_bos_probe(ax, probe: Mapping) -> dict:
+    """Draw :func:`bos_position_probe`: the probe's reading by position (mean, and +- 2 sd shaded) beside ``1/(t+2)``.
+
+    Returns ``{"title"}``; the title gives the fit at seen and new positions and where
+    ``t`` and ``t - offset`` stop being told apart (alt-text ready).
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> p = GridProtocol(eval_size=8)
+        >>> with seeded(0):
+        ...     m = p.run_config("bos", 1e-3).model("none")
+        >>> fig, ax = plt.subplots()
+        >>> plot_bos_probe(ax, bos_position_probe(m, protocol=p))["title"][:31]
+        'NoPE + BOS, far retrieve, after'
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    c = _check_dict("probe", probe, ("position", "target", "mean", "sd", "r2_seen", "r2_new", "resolution", "task",
+                                     "layer", "offset", "train_len"))
+    color = SCHEME_STYLES["none"]["color"]
+    ax.plot(c["position"], c["target"], color="black", linewidth=1.0, linestyle="--", label="1/(t+2)")
+    floor = 0.1 * float(np.min(c["target"]))  # the log axis shows no reading at or below 0
+    ax.plot(c["position"], np.clip(c["mean"], floor, None), color=color, linewidth=1.4, label="probe reading")
+    ax.fill_between(c["position"], np.clip(c["mean"] - 2 * c["sd"], floor, None),
+                    np.clip(c["mean"] + 2 * c["sd"], floor, None), color=color, alpha=0.25)
+    ax.axvline(c["train_len"] - 0.5, color="black", linewidth=0.8, linestyle=":")
+    if c["resolution"] < len(c["position"]):
+        ax.axvline(c["resolution"], color=color, linewidth=0.8, linestyle="-.")
+    ax.set_yscale("log")
+    ax.set_xlabel("position t")
+    ax.set_ylabel("feature value")
+    ax.legend(fontsize=9, loc="upper right")
+    title = (f"NoPE + BOS, {c['task'].replace('_', ' ')}, after block {c['layer'] + 1}: a linear probe reads 1/(t+2) "
+             f"with R\u00b2 {c['r2_seen']:.3f} at trained positions and {c['r2_new']:.2f} at new ones; "
+             f"t and t-{c['offset']} are told apart up to position {c['resolution'] - 1}")
+    _title(ax, title)
+    return {"title": title}
+
+
 __all__ += [
     "curve_drops",
     "bos_position_probe",
@@ -2551,6 +2595,7 @@ __all__ += [
     "group_horizons",
     "horizon_table",
     "plot_alias_check",
+    "plot_bos_probe",
     "plot_head_profile",
     "plot_horizons",
     "plot_seen_check",

@@ -428,3 +428,21 @@ def test_bos_probe_refuses_bad_input():
                      ({"task": "copy"}, "task")):
         with pytest.raises(ValueError, match=name):
             S.bos_position_probe(m, protocol=p, **kw)
+
+
+def test_bos_probe_figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p = S.GridProtocol(eval_size=16)
+    with S.seeded(0):
+        m = p.run_config("bos", 1e-3).model("none")
+    probe = S.bos_position_probe(m, "offset_copy", layer=1, protocol=p)
+    fig, ax = plt.subplots()
+    title = S.plot_bos_probe(ax, probe)["title"]
+    assert title.startswith("NoPE + BOS, offset copy, after block 2") and f"position {probe['resolution'] - 1}" in title
+    with pytest.raises(ValueError, match="probe"):
+        S.plot_bos_probe(ax, {"mean": [1]})
+    plt.close(fig)
