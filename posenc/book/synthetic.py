@@ -2587,6 +2587,49 @@ def plot_bos_probe(ax, probe: Mapping) -> dict:
     return {"title": title}
 
 
+
+def plot_t5_bucket_check(ax, check: Mapping, *, target: int | None = None) -> dict:
+    """Draw :func:`t5_bucket_check`: each head's trained bias against distance, the distances in unreached buckets shaded.
+
+    ``target`` (a trained distance, e.g. 3 for offset copy) is marked. The title says which
+    buckets kept their initial values and the bias range there (alt-text ready). Returns
+    ``{"title"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> with seeded(0):
+        ...     m = GridProtocol().run_config("plain", 1e-3).model("t5")
+        >>> fig, ax = plt.subplots()
+        >>> plot_t5_bucket_check(ax, t5_bucket_check(m, 0))["title"][:40]
+        'T5 bias by distance: the buckets 16-31 n'
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    c = _check_dict("check", check, ("bias", "trained_bias", "unchanged", "predicted", "initial"))
+    color = SCHEME_STYLES["t5"]["color"]
+    bias = np.asarray(c["bias"])
+    heads, longest = bias.shape
+    first_new = c["trained_bias"].shape[1]
+    for hh in range(heads):
+        ax.plot(np.arange(longest), bias[hh], color=color, linewidth=1.0, alpha=0.4 + 0.6 * hh / heads)
+    ax.axvspan(first_new - 0.5, longest - 0.5, color=color, alpha=0.08)
+    ax.axhline(0, color="gray", linewidth=0.8, linestyle=":")
+    if target is not None:
+        ax.axvline(check_int("target", target, minimum=0), color="black", linewidth=0.8)
+    ax.set_xlabel("distance of the key (shaded: buckets never reached in training)")
+    ax.set_ylabel("bias")
+    kept = c["unchanged"]
+    new = bias[:, first_new:]
+    span = f"{kept[0]}-{kept[-1]}" if kept and kept == list(range(kept[0], kept[-1] + 1)) else ", ".join(map(str, kept))
+    title = (f"T5 bias by distance: the buckets {span or 'none'} not reached in training "
+             f"{'are' if kept == c['predicted'] else 'are not all'} at their initial values "
+             f"(bias {new.min():+.2f} to {new.max():+.2f} past distance {first_new - 1})")
+    _title(ax, title)
+    return {"title": title}
+
+
 __all__ += [
     "curve_drops",
     "bos_position_probe",
@@ -2600,6 +2643,7 @@ __all__ += [
     "plot_horizons",
     "plot_seen_check",
     "plot_similarity_check",
+    "plot_t5_bucket_check",
     "randomized_seen_check",
     "rope_alias_check",
     "rope_alias_table",

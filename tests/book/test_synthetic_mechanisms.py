@@ -446,3 +446,20 @@ def test_bos_probe_figure():
     with pytest.raises(ValueError, match="probe"):
         S.plot_bos_probe(ax, {"mean": [1]})
     plt.close(fig)
+
+
+def test_t5_bucket_figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c = S.train_checkpoint("offset_copy", "t5", "plain", 0, 1e-2, protocol=_TINY)
+    fig, ax = plt.subplots()
+    title = S.plot_t5_bucket_check(ax, S.t5_bucket_check(c["model"], 0, protocol=_TINY), target=3)["title"]
+    assert title.startswith("T5 bias by distance: the buckets 16-31 not reached in training are at their initial values")
+    with pytest.raises(ValueError, match="check"):
+        S.plot_t5_bucket_check(ax, {"bias": 1})
+    with pytest.raises(ValueError, match="target"):
+        S.plot_t5_bucket_check(ax, S.t5_bucket_check(c["model"], 0, protocol=_TINY), target=-3)
+    plt.close(fig)
