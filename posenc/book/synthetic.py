@@ -2323,6 +2323,82 @@ def bos_position_probe(model: nn.Module, task: str = "far_retrieve", *, layer: i
             "offset": offset, "train_len": L}
 
 
+
+def checkpoint_row(trained: Mapping, task: str, scheme: str, variant: str, seed: int, lr: float) -> dict:
+    """One row of a checkpoint file: :func:`train_checkpoint`'s result with its weights as float32 base64 text.
+
+    Every tensor of the model's state dict is stored exactly (``"shape"`` and the
+    little-endian float32 bytes in base64, about 140 kB for the chapter's model), beside
+    the trial's key, its best step and scores and the differences from the saved row.
+
+    Example:
+        >>> p = GridProtocol(steps=2, loss_every=1, score_every=2, eval_size=4, heldout_size=4, batch_size=4, warmup=0)
+        >>> row = checkpoint_row(train_checkpoint("offset_copy", "rope", "plain", 0, 1e-3, protocol=p),
+        ...                      "offset_copy", "rope", "plain", 0, 1e-3)
+        >>> sorted(row["weights"])[:2], row["weights"]["embed.weight"]["shape"]
+        (['blocks.0.attn.w_k.weight', 'blocks.0.attn.w_o.weight'], [16, 32])
+    """
+    import base64
+
+    if not isinstance(trained, Mapping) or not isinstance(trained.get("model"), nn.Module):
+        raise TypeError("trained must be the dict train_checkpoint returns (with its 'model')")
+    task, scheme, variant, members, _ = _checked(task, scheme, variant, [(seed, lr)], None)
+    weights = {}
+    for name, tensor in trained["model"].state_dict().items():
+        if not tensor.is_floating_point():
+            raise ValueError(f"trained['model'] has a non-float tensor {name!r}; a checkpoint stores float32 only")
+        data = tensor.detach().to(torch.float32).contiguous().numpy().astype("<f4")
+        weights[name] = {"shape": list(data.shape), "float32": base64.b64encode(data.tobytes()).decode("ascii")}
+    best = {k: _round(v) for k, v in trained["best"].items() if not k.startswith("pos_")}
+    return {"task": task, "scheme": scheme, "variant": variant, "seed": members[0][0], "lr": members[0][1],
+            "checkpoint": "best", "best_step": trained["best_step"], "heldout_loss": _round(trained["best_loss"]),
+            **best, "differences": {k: float(f"{v:.3g}") for k, v in trained.get("differences", {}).items()},
+            "matches_saved": trained.get("matches"), "weights": weights}
+
+
+def load_checkpoint(task: str, scheme: str, variant: str, *, seed: int | None = None,
+                    source: object = None) -> dict:
+    """A trained model of chapter 6 from a checkpoint file (default: the shipped ``ch6_checkpoints.json``).
+
+    Returns ``{"model" (the protocol's model with the stored weights, in eval mode),
+    "row" (the file's row without its weights)}``; the first row of the group (of
+    ``seed``, if given). A group without a checkpoint is refused by name.
+
+    Example:
+        >>> load_checkpoint("offset_copy", "rope", "plain", source={"rows": []})
+        Traceback (most recent call last):
+        ...
+        ValueError: task, scheme, variant: no checkpoint of offset_copy / rope / plain in the file (it holds none)
+    """
+    import base64
+
+    task = check_choice("task", task, ALL_TASKS)
+    scheme = check_choice("scheme", scheme, GRID_SCHEMES)
+    variant = check_choice("variant", variant, VARIANTS)
+    if seed is not None:
+        seed = check_int("seed", seed, minimum=0)
+    if source is None:
+        from .resources import resource_path
+
+        source = resource_path("ch6_checkpoints.json")
+    data = load_grid(source)
+    rows = [r for r in data["rows"] if (r.get("task"), r.get("scheme"), r.get("variant")) == (task, scheme, variant)
+            and (seed is None or r.get("seed") == seed)]
+    if not rows:
+        held = ", ".join(sorted({f"{r.get('task')} / {r.get('scheme')} / {r.get('variant')}" for r in data["rows"]}))
+        raise ValueError(f"task, scheme, variant: no checkpoint of {task} / {scheme} / {variant}"
+                         + (f" seed {seed}" if seed is not None else "") + f" in the file (it holds {held or 'none'})")
+    row = rows[0]
+    protocol = grid_protocol(data)
+    model = _initial_model(scheme, variant, row["seed"], protocol)
+    state = {}
+    for name, w in row["weights"].items():
+        values = np.frombuffer(base64.b64decode(w["float32"]), dtype="<f4").reshape(w["shape"])
+        state[name] = torch.from_numpy(values.copy())
+    model.load_state_dict(state)
+    return {"model": model.eval(), "row": {k: v for k, v in row.items() if k != "weights"}}
+
+
 # --- the figures of the mechanism checks: each draws one check's dict on ``ax`` and returns what it drew
 
 
@@ -2600,8 +2676,8 @@ def plot_t5_bucket_check(ax, check: Mapping, *, target: int | None = None) -> di
         >>> with seeded(0):
         ...     m = GridProtocol().run_config("plain", 1e-3).model("t5")
         >>> fig, ax = plt.subplots()
-        >>> plot_t5_bucket_check(ax, t5_bucket_check(m, 0))["title"][:40]
-        'T5 bias by distance: the buckets 16-31 n'
+        >>> plot_t5_bucket_check(ax, t5_bucket_check(m, 0))["title"][-31:]  # untrained: nothing moved
+        '16 reached buckets did not move'
         >>> plt.close(fig)
     """
     from .plotting import SCHEME_STYLES
@@ -2620,12 +2696,15 @@ def plot_t5_bucket_check(ax, check: Mapping, *, target: int | None = None) -> di
         ax.axvline(check_int("target", target, minimum=0), color="black", linewidth=0.8)
     ax.set_xlabel("distance of the key (shaded: buckets never reached in training)")
     ax.set_ylabel("bias")
-    kept = c["unchanged"]
+    kept, unreached = set(c["unchanged"]), list(c["predicted"])
     new = bias[:, first_new:]
-    span = f"{kept[0]}-{kept[-1]}" if kept and kept == list(range(kept[0], kept[-1] + 1)) else ", ".join(map(str, kept))
-    title = (f"T5 bias by distance: the buckets {span or 'none'} not reached in training "
-             f"{'are' if kept == c['predicted'] else 'are not all'} at their initial values "
-             f"(bias {new.min():+.2f} to {new.max():+.2f} past distance {first_new - 1})")
+    span = (f"{unreached[0]}-{unreached[-1]}" if unreached and unreached == list(range(unreached[0], unreached[-1] + 1))
+            else ", ".join(map(str, unreached)) or "none")
+    still = len(kept - set(unreached))
+    title = (f"T5 bias by distance: the buckets {span} not reached in training "
+             f"{'are' if kept >= set(unreached) else 'are not all'} at their initial values "
+             f"(bias {new.min():+.2f} to {new.max():+.2f} past distance {first_new - 1}); "
+             + (f"{still} reached buckets did not move" if still else "every reached bucket moved"))
     _title(ax, title)
     return {"title": title}
 
@@ -2633,10 +2712,12 @@ def plot_t5_bucket_check(ax, check: Mapping, *, target: int | None = None) -> di
 __all__ += [
     "curve_drops",
     "bos_position_probe",
+    "checkpoint_row",
     "eval_positions",
     "grid_protocol",
     "group_horizons",
     "horizon_table",
+    "load_checkpoint",
     "plot_alias_check",
     "plot_bos_probe",
     "plot_head_profile",

@@ -458,8 +458,70 @@ def test_t5_bucket_figure():
     fig, ax = plt.subplots()
     title = S.plot_t5_bucket_check(ax, S.t5_bucket_check(c["model"], 0, protocol=_TINY), target=3)["title"]
     assert title.startswith("T5 bias by distance: the buckets 16-31 not reached in training are at their initial values")
+    assert title.endswith("every reached bucket moved")
     with pytest.raises(ValueError, match="check"):
         S.plot_t5_bucket_check(ax, {"bias": 1})
     with pytest.raises(ValueError, match="target"):
         S.plot_t5_bucket_check(ax, S.t5_bucket_check(c["model"], 0, protocol=_TINY), target=-3)
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------- checkpoints: stored exactly, read back
+
+
+def test_checkpoint_round_trip_is_exact():
+    import torch
+
+    c = S.train_checkpoint("far_retrieve", "none", "bos", 1, 3e-3, protocol=_TINY)
+    row = S.checkpoint_row(c, "far_retrieve", "none", "bos", 1, 3e-3)
+    back = S.load_checkpoint("far_retrieve", "none", "bos", source={"rows": [row], "config": _TINY.to_dict()})
+    for (name, a), (_, b) in zip(c["model"].state_dict().items(), back["model"].state_dict().items()):
+        assert torch.equal(a, b), name
+    assert "weights" not in back["row"] and back["row"]["seed"] == 1
+    with pytest.raises(ValueError, match="far_retrieve / none / bos seed 2"):
+        S.load_checkpoint("far_retrieve", "none", "bos", seed=2, source={"rows": [row]})
+    with pytest.raises(TypeError, match="trained"):
+        S.checkpoint_row({"model": None}, "far_retrieve", "none", "bos", 1, 3e-3)
+    with pytest.raises(ValueError, match="scheme"):
+        S.load_checkpoint("far_retrieve", "learned", "bos", source={"rows": [row]})
+
+
+# --------------------------------------------------------------------------- the shipped checkpoints: the predictions that hold
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    from posenc.book.resources import resource_path
+
+    return S.load_grid(resource_path("ch6_checkpoints.json"))
+
+
+def test_shipped_checkpoints_are_the_saved_trials(shipped):
+    assert len(shipped["rows"]) >= 4
+    for row in shipped["rows"]:
+        assert row["matches_saved"] is True, (row["task"], row["scheme"], row["variant"], row["differences"])
+
+
+def test_trained_rope_head_predicts_the_cliff_at_41():
+    prof = S.rope_head_profile(S.load_checkpoint("offset_copy", "rope", "plain")["model"])
+    assert prof["predicted_drop"] == 41  # observed in every fitting trial of the grid (test_saved_rope_cliffs_fall_on_aliases)
+    quiet = dict(zip(prof["aliases"], prof["rivals"]))
+    assert all(quiet[a] == [] for a in (16, 22, 28, 34)) and quiet[47] == [0, 1, 2, 3]
+    assert (prof["alias_scores"][:, prof["aliases"].index(47)] > prof["target"]).all()  # 47 beats the target itself
+    assert (prof["selectivity"] > 3).all()
+
+
+def test_trained_t5_keeps_unreached_buckets_at_init():
+    check = S.t5_bucket_check(S.load_checkpoint("offset_copy", "t5", "plain")["model"], 0)
+    assert check["unchanged"] == check["predicted"] == list(range(16, 32))
+    assert np.abs(check["bias"][:, 16:]).max() < 0.1 < check["bias"][:, 3].min()
+    others = np.delete(check["trained_bias"], 3, axis=1)
+    assert (others.mean(axis=1) < -0.5).all()
+
+
+def test_nope_bos_feature_extrapolates_only_where_the_task_holds():
+    far = S.bos_position_probe(S.load_checkpoint("far_retrieve", "none", "bos")["model"], "far_retrieve")
+    copy = S.bos_position_probe(S.load_checkpoint("offset_copy", "none", "bos")["model"], "offset_copy")
+    assert far["r2_seen"] > 0.99 and copy["r2_seen"] > 0.99
+    assert far["resolution"] >= 28 and far["r2_new"] > 0.5  # keeps falling past L: far retrieve holds
+    assert copy["resolution"] == 16 and copy["r2_new"] < 0  # flat past L: offset copy at the floor from 16
