@@ -1864,3 +1864,1070 @@ def rope_extended_score(distances: Sequence[int], offset: int, method: str, *, f
     if w.shape != trained.shape or w.sum() <= 0:
         raise ValueError(f"weights must be one non-negative number per pair with a positive sum, got {w.tolist()}")
     return (w[None, :] * np.cos(new[None, :] * d[:, None] - trained[None, :] * offset)).sum(axis=1) / w.sum()
+
+
+# =========================================================================== mechanism checks on the saved rows
+# Issue 30, item 4 (and item 1's extrapolation horizon): each check reads the saved rows of
+# phase A (and the encodings themselves) and returns the numbers a test and the chapter can
+# assert; each figure function draws one check's dict and computes nothing of its own.
+# Appended as one section so that it merges cleanly with edits above; it changes nothing
+# that the grid's training path runs.
+
+
+def _protocol_or_default(protocol: GridProtocol | None) -> GridProtocol:
+    if protocol is None:
+        return GridProtocol()
+    if not isinstance(protocol, GridProtocol):
+        raise TypeError(f"protocol must be a GridProtocol, got {type(protocol).__name__}")
+    return protocol
+
+
+def grid_protocol(results: object) -> GridProtocol:
+    """The :class:`GridProtocol` a results file was run with (its stored ``config``; the defaults if it has none).
+
+    Example:
+        >>> grid_protocol({"rows": [], "config": {"train_len": 16, "n_heads": 4, "d_model": 32}}).d_model // 4
+        8
+    """
+    data = load_grid(results)
+    config = data.get("config")
+    if not config:
+        return GridProtocol()
+    if not isinstance(config, Mapping):
+        raise TypeError(f"results['config'] must be a dict of GridProtocol settings, got {type(config).__name__}")
+    try:
+        protocol = GridProtocol.from_dict({k: v for k, v in config.items() if k != "length_rule"})
+        protocol.validate()
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"results['config'] is not a GridProtocol: {err}") from None
+    return protocol
+
+
+def rope_omegas(protocol: GridProtocol | None = None, *, base: float = 10000.0) -> np.ndarray:
+    """RoPE's frequencies in the protocol's model: ``base ** (-2 i / head_dim)``, one per pair (shape ``(head_dim // 2,)``).
+
+    Example:
+        >>> [round(float(w), 3) for w in rope_omegas()], [round(float(w), 3) for w in rope_omegas(base=100.0)]
+        ([1.0, 0.1, 0.01, 0.001], [1.0, 0.316, 0.1, 0.032])
+    """
+    protocol = _protocol_or_default(protocol)
+    base = check_real("base", base, low=1.0, low_open=True)
+    head_dim = protocol.d_model // protocol.n_heads
+    if head_dim % 2:
+        raise ValueError(f"protocol's head width d_model/n_heads={head_dim} must be even for RoPE")
+    return base ** (-2.0 * np.arange(head_dim // 2) / head_dim)
+
+
+def _wrap(phase: np.ndarray) -> np.ndarray:
+    return (phase + math.pi) % (2 * math.pi) - math.pi
+
+
+def rope_alias_table(offset: int, protocol: GridProtocol | None = None, *, base: float = 10000.0,
+                     bos: bool = False) -> list[dict]:
+    """Every alias of distance ``offset`` below the longest evaluation length: ``offset + 2 pi k / omega_i``, ``k >= 1``.
+
+    A head that finds its key at distance ``offset`` cannot tell, in pair ``i``, that
+    distance from ``offset + 2 pi k / omega_i``. The integer distance nearest to an alias
+    is where it bites: a query at position ``t`` first has a key at that distance when
+    ``t`` reaches it (the key then is the first token), so the alias predicts a drop of
+    accuracy at task position ``t = position``.
+
+    Args:
+        offset: the trained look-back distance (3 for offset copy, 10 for long offset copy).
+        protocol: the model (head width ``d_model / n_heads``), ``train_len`` and the
+            evaluation lengths; default ``GridProtocol()`` (head width 8).
+        base: RoPE's base (10,000 in phase A; 100 in the phase-D ablation).
+        bos: with a BOS token the trained distances reach ``train_len`` (else ``train_len - 1``).
+
+    Returns:
+        One dict per alias, ordered by position: ``pair`` (``i``), ``omega``, ``k``,
+        ``distance`` (the real alias), ``position`` (the nearest integer distance),
+        ``gaps`` (array ``(pairs,)``: every pair's phase gap at ``position``, wrapped to
+        ``(-pi, pi]``) and ``trained`` (the distance occurs in training sequences).
+
+    Example:
+        >>> [(a["position"], a["trained"]) for a in rope_alias_table(3) if a["pair"] == 0][:4]
+        [(9, True), (16, False), (22, False), (28, False)]
+        >>> [a["position"] for a in rope_alias_table(10)]
+        [16, 23, 29, 35, 41, 48, 54, 60]
+        >>> [round(float(g), 2) for g in rope_alias_table(3)[5]["gaps"]]
+        [0.3, -2.48, 0.38, 0.04]
+    """
+    protocol = _protocol_or_default(protocol)
+    offset = check_int("offset", offset, minimum=0)
+    if not isinstance(bos, bool):
+        raise TypeError(f"bos must be a bool, got {type(bos).__name__}")
+    omegas = rope_omegas(protocol, base=base)
+    max_len = max(protocol.eval_factors) * protocol.train_len
+    longest_trained = protocol.train_len - 1 + int(bos)
+    out = []
+    for i, omega in enumerate(omegas):
+        for k, distance in enumerate(rope_alias_positions(offset, max_len, omega=float(omega)), start=1):
+            position = int(round(distance))
+            if position >= max_len:
+                continue
+            out.append({"pair": i, "omega": float(omega), "k": k, "distance": float(distance), "position": position,
+                        "gaps": _wrap(omegas * (position - offset)), "trained": position <= longest_trained})
+    return sorted(out, key=lambda a: (a["position"], a["pair"]))
+
+
+def curve_drops(curve: Sequence[float | None], start: int, *, drop: float = 0.1, window: int = 3) -> list[int]:
+    """The positions ``t >= start`` where a per-position accuracy curve falls: a cliff, not a slope.
+
+    ``t`` is a drop when the mean of the ``window`` positions before it exceeds the mean of
+    ``t`` and the ``window - 1`` after it by at least ``drop``; of consecutive such
+    positions the one with the largest fall is kept. Unscored positions (``None``/``nan``)
+    are left out of the means.
+
+    Example:
+        >>> c = [1.0] * 41 + [0.3] * 6 + [0.07] * 17
+        >>> curve_drops(c, 16)
+        [41, 47]
+        >>> curve_drops(np.linspace(1, 0, 64), 16)  # a slope of 0.016 per position: no cliff
+        []
+    """
+    start = check_int("start", start, minimum=1)
+    drop = check_real("drop", drop, low=0.0, high=1.0, low_open=True)
+    window = check_int("window", window)
+    c = np.array([math.nan if v is None else v for v in curve], dtype=float) if not isinstance(curve, np.ndarray) \
+        else np.asarray(curve, dtype=float)
+    if c.ndim != 1:
+        raise ValueError(f"curve must be one accuracy per position, got shape {c.shape}")
+    falls = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a window with no scored position
+        for t in range(start, len(c)):
+            before, after = np.nanmean(c[max(0, t - window): t]), np.nanmean(c[t: t + window])
+            if not math.isnan(before) and not math.isnan(after) and before - after >= drop:
+                falls[t] = before - after
+    out: list[int] = []
+    for t in sorted(falls):
+        if t - 1 in falls and out:  # the same cliff as the run before it: keep its largest fall
+            if falls[t] > falls[out[-1]]:
+                out[-1] = t
+        else:
+            out.append(t)
+    return out
+
+
+def _fitting_rows(results: object, task: str, scheme: str, variant: str, checkpoint: str) -> tuple[dict, list[Mapping]]:
+    """:func:`group_curves` (fitting seeds at the fitting rates) and the saved rows of the same trials, in its order."""
+    checkpoint = check_choice("checkpoint", checkpoint, ("best", "final"))
+    got = group_curves(results, task, scheme, variant, checkpoint=checkpoint)
+    rows = {(r["seed"], r["lr"]): r for r in _rows(results) if (r["task"], r["scheme"], r["variant"]) ==
+            (task, scheme, variant) and r.get("checkpoint") == checkpoint and r.get("phase", "A") == "A"}
+    return got, [rows[t] for t in got["trials"]]
+
+
+_ALIAS_OFFSETS = {"offset_copy": 3, "long_offset_copy": 10}
+
+
+def rope_alias_check(results: object, task: str = "offset_copy", variant: str = "plain", *, drop: float = 0.1,
+                     tolerance: int = 0, base: float = 10000.0, checkpoint: str = "best") -> dict:
+    """Where RoPE's per-position accuracy falls in each fitting trial, against the aliases the model predicts.
+
+    The predicted positions are the untrained aliases of the task's distance
+    (:func:`rope_alias_table`, every pair, at ``position >= train_len``); the observed
+    ones are each trial's :func:`curve_drops` on its 4x curve. A trial *matches* when it
+    has a drop and every drop lies within ``tolerance`` of a predicted position.
+
+    Returns:
+        ``{"task", "variant", "offset", "predicted" (sorted positions), "first_predicted",
+        "silent" (predicted positions where no trial drops), "chance" (the share of new positions
+        within ``tolerance`` of a predicted one: how often a drop at a random position would
+        match), "curves" (array (trials, 4L): the fitting trials' 4x curves), "train_len",
+        "trials" [(seed, lr)], "drops" [[positions] per trial], "horizons" (per trial),
+        "matched" (bools), "k" (trials matched), "n" (trials), "counts" ({position: trials
+        with a drop there}), "text", "missing"}``; with nothing to check (group not in the
+        file, no seed fits) ``n`` is 0 and ``missing`` says why.
+
+    Example:
+        >>> rope_alias_check({"rows": []})["missing"]
+        'offset_copy / rope / plain is not in the results file yet'
+    """
+    task = check_choice("task", task, tuple(_ALIAS_OFFSETS))
+    variant = check_choice("variant", variant, VARIANTS)
+    tolerance = check_int("tolerance", tolerance, minimum=0)
+    protocol = grid_protocol(results)
+    offset = _ALIAS_OFFSETS[task]
+    table = rope_alias_table(offset, protocol, base=base, bos=variant == "bos")
+    predicted = sorted({a["position"] for a in table if a["position"] >= protocol.train_len})
+    new = range(protocol.train_len, max(protocol.eval_factors) * protocol.train_len)
+    chance = sum(any(abs(t - p) <= tolerance for p in predicted) for t in new) / len(new)
+    got, _ = _fitting_rows(results, task, "rope", variant, checkpoint)
+    out = {"task": task, "variant": variant, "offset": offset, "predicted": predicted,
+           "first_predicted": predicted[0] if predicted else None, "trials": got["trials"], "drops": [],
+           "curves": got["curves"], "train_len": protocol.train_len,
+           "horizons": [], "matched": [], "k": 0, "n": 0, "counts": {}, "silent": predicted,
+           "chance": chance, "missing": got["missing"]}
+    if got["missing"]:
+        out["text"] = got["missing"]
+        return out
+    for curve in got["curves"]:
+        found = curve_drops(curve, protocol.train_len, drop=drop)
+        out["drops"].append(found)
+        out["horizons"].append(horizon(curve, protocol.train_len))
+        out["matched"].append(bool(found) and all(min(abs(t - p) for p in predicted) <= tolerance for t in found)
+                              if predicted else False)
+        for t in found:
+            out["counts"][t] = out["counts"].get(t, 0) + 1
+    out["counts"] = dict(sorted(out["counts"].items()))
+    out["silent"] = [p for p in predicted if not any(abs(t - p) <= tolerance for t in out["counts"])]
+    out["k"], out["n"] = sum(out["matched"]), len(out["matched"])
+    where = ", ".join(f"{t} ({c}/{out['n']})" for t, c in out["counts"].items()) or "none"
+    out["text"] = (f"RoPE, {task.replace('_', ' ')}, {variant}: drops at {where}; every drop at an alias of "
+                   f"{offset} in {out['k']}/{out['n']} trials")
+    return out
+
+
+def group_horizons(results: object, task: str, scheme: str, variant: str, *, threshold: float = 0.9,
+                   checkpoint: str = "best") -> dict:
+    """The extrapolation horizon of every fitting trial of a group, beside its beyond-length accuracies.
+
+    A trial's horizon is :func:`horizon` on its 4x curve: the first position ``>= L``
+    whose accuracy is below ``threshold``. For a causal model the accuracy at a position
+    does not depend on later tokens, so the horizon is also the longest sequence whose
+    every position stays at or above ``threshold`` (``4 L`` when none falls).
+
+    Returns:
+        ``{"task", "scheme", "variant", "threshold", "trials", "horizons" (array), "median",
+        "reach_2x" / "reach_4x" (trials whose horizon reaches ``2 L`` / ``4 L``), "n",
+        "beyond_2x" / "beyond_4x" (the same trials' means), "missing"}``.
+
+    Example:
+        >>> group_horizons({"rows": []}, "offset_copy", "rope", "plain")["n"]
+        0
+    """
+    threshold = check_real("threshold", threshold, low=0.0, high=1.0)
+    protocol = grid_protocol(results)
+    got, rows = _fitting_rows(results, task, scheme, variant, checkpoint)
+    out = {"task": task, "scheme": scheme, "variant": variant, "threshold": threshold, "trials": got["trials"],
+           "horizons": np.zeros(0, dtype=int), "median": math.nan, "reach_2x": 0, "reach_4x": 0, "n": 0,
+           "beyond_2x": math.nan, "beyond_4x": math.nan, "missing": got["missing"]}
+    if got["missing"]:
+        return out
+    L = protocol.train_len
+    h = np.array([horizon(c, L, threshold=threshold) for c in got["curves"]], dtype=int)
+    longest = max(protocol.eval_factors) * L
+    out.update(horizons=h, median=float(np.median(h)), reach_2x=int((h >= 2 * L).sum()),
+               reach_4x=int((h >= longest).sum()), n=int(h.size))
+    for f in (2, 4):
+        values = [r.get(beyond_key(f)) for r in rows if r.get(beyond_key(f)) is not None]
+        out[beyond_key(f)] = float(np.mean(values)) if values else math.nan
+    return out
+
+
+def horizon_table(results: object, *, threshold: float = 0.9, checkpoint: str = "best") -> list[dict]:
+    """:func:`group_horizons` of every planned group of phase A (plan order); missing groups have ``n == 0``.
+
+    Example:
+        >>> t = horizon_table({"rows": []})
+        >>> len(t), t[0]["missing"]
+        (98, 'offset_copy / none / plain is not in the results file yet')
+    """
+    return [group_horizons(results, *g, threshold=threshold, checkpoint=checkpoint) for g in PHASE_A_GROUPS]
+
+
+def sinusoidal_similarity_check(results: object, task: str = "far_retrieve", variant: str = "plain", *,
+                                checkpoint: str = "best") -> dict:
+    """The sinusoidal model's accuracy at each new position against its encoding's similarity to the trained ones.
+
+    The similarity of task position ``t`` is the largest cosine between its sinusoidal
+    encoding and that of a trained position (:func:`sinusoidal_novelty`; with BOS the
+    model's positions are the task's plus one, and ``L + 1`` of them are trained). Each
+    fitting trial gives the Pearson correlation of accuracy with similarity over the new
+    positions ``L .. 4L - 1``; the trials' mean has a 95 % bootstrap interval.
+
+    Returns:
+        ``{"task", "variant", "similarity" (array ``(4L,)``, by task position), "curves"
+        (``(trials, 4L)``), "trials", "correlations" (per trial), "mean", "interval",
+        "positive" (trials with a correlation above 0), "n", "pooled" (the correlation of
+        the mean curve), "missing"}``.
+
+    Example:
+        >>> c = sinusoidal_similarity_check({"rows": []})
+        >>> c["similarity"].shape, round(float(c["similarity"][15]), 6), c["n"]
+        ((64,), 1.0, 0)
+    """
+    variant = check_choice("variant", variant, VARIANTS)
+    protocol = grid_protocol(results)
+    L, longest, shift = protocol.train_len, max(protocol.eval_factors) * protocol.train_len, int(variant == "bos")
+    sim = sinusoidal_novelty(longest + shift, L + shift, protocol.d_model)[shift:]
+    got, _ = _fitting_rows(results, task, "sinusoidal", variant, checkpoint)
+    out = {"task": task, "variant": variant, "similarity": sim, "curves": got["curves"], "trials": got["trials"],
+           "correlations": np.zeros(0), "mean": math.nan, "interval": (math.nan, math.nan), "positive": 0, "n": 0,
+           "pooled": math.nan, "missing": got["missing"]}
+    if got["missing"]:
+        return out
+
+    def corr(acc: np.ndarray) -> float:
+        ok = ~np.isnan(acc[L:]) & (np.arange(L, len(acc)) < len(sim))
+        a, s = acc[L:][ok], sim[L: len(acc)][ok[: len(sim) - L]]
+        return float(np.corrcoef(a, s)[0, 1]) if a.size > 2 and a.std() > 0 else math.nan
+
+    r = np.array([corr(c) for c in got["curves"]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean_curve = np.nanmean(got["curves"], axis=0)
+    summary = summarize(r[~np.isnan(r)], interval="bootstrap")
+    out.update(correlations=r, mean=summary.mean, interval=summary.interval, positive=int((r > 0).sum()),
+               n=int((~np.isnan(r)).sum()), pooled=corr(mean_curve))
+    return out
+
+
+def eval_positions(task: str, variant: str, length: int, seed: int, protocol: GridProtocol | None = None) -> dict:
+    """The randomized scheme's positions and the scored mask of the grid's held-out sequences of one length.
+
+    Exactly the sequences :func:`score_model` scores for ``seed`` at ``length`` (they do
+    not depend on the scheme; the positions are the randomized scheme's draw).
+
+    Returns:
+        ``{"positions": tensor (eval_size, length [+1 with BOS]), "mask": tensor (eval_size,
+        length), the scored task positions, "spacing": the mean gap between consecutive
+        positions of a sequence}``.
+
+    Example:
+        >>> e = eval_positions("offset_copy", "plain", 16, 0, GridProtocol(eval_size=64))
+        >>> e["positions"].shape, 13 < e["spacing"] < 17
+        (torch.Size([64, 16]), True)
+    """
+    task = check_choice("task", task, ALL_TASKS)
+    variant = check_choice("variant", variant, VARIANTS)
+    length, seed = check_int("length", length), check_int("seed", seed, minimum=0)
+    protocol = _protocol_or_default(protocol)
+    bos = variant == "bos"
+    g, h = _eval_generators(seed, length)
+    _, _, mask, positions = grid_batch(task, "randomized", protocol, bos, protocol.eval_size, length, g, h)
+    gaps = (positions[:, 1:] - positions[:, :-1]).double()
+    return {"positions": positions, "mask": mask[:, int(bos):], "spacing": float(gaps.mean())}
+
+
+def randomized_seen_check(results: object, task: str = "offset_copy", variant: str = "bos", *,
+                          checkpoint: str = "best", gap: float = 0.2) -> dict:
+    """Randomized positions: accuracy at the positions seen in training (``< L``) in sequences of length L, 2L and 4L.
+
+    At length ``L`` it is ``acc_1x``; at ``2L`` it is recovered exactly from ``acc_2x``
+    and ``beyond_2x`` with the number of scored positions of the held-out sequences
+    (:func:`eval_positions`); at ``4L`` it is the scored-position-weighted mean of the
+    saved 4x curve over ``t < L``. The spacing is measured on the held-out positions of
+    every seed (BOS included): a longer sequence packs its sorted positions closer
+    (:func:`randomized_spacing`).
+
+    Returns:
+        ``{"task", "variant", "lengths" (L, 2L, 4L), "spacing" (measured, shape (3,)),
+        "spacing_formula" ((256 + 1) / (n + 1) for the n positions drawn), "trials",
+        "seen" (array (trials, 3)), "mean" (shape (3,)), "interval" (bootstrap per length),
+        "below" (trials whose seen accuracy at 4L is more than ``gap`` below their acc_1x),
+        "n", "missing"}``.
+
+    Example:
+        >>> randomized_seen_check({"rows": []})["missing"]
+        'offset_copy / randomized / bos is not in the results file yet'
+    """
+    variant = check_choice("variant", variant, VARIANTS)
+    gap = check_real("gap", gap, low=0.0, high=1.0)
+    protocol = grid_protocol(results)
+    L = protocol.train_len
+    lengths = tuple(f * L for f in (1, 2, 4))
+    if not {1, 2, 4} <= set(protocol.eval_factors):
+        raise ValueError(f"the results' eval_factors must include 1, 2 and 4, got {protocol.eval_factors}")
+    got, rows = _fitting_rows(results, task, "randomized", variant, checkpoint)
+    shift = int(variant == "bos")
+    out = {"task": task, "variant": variant, "lengths": lengths, "trials": got["trials"],
+           "spacing_formula": randomized_spacing([n + shift for n in lengths]),
+           "spacing": np.full(3, math.nan), "seen": np.zeros((0, 3)), "mean": np.full(3, math.nan),
+           "interval": [(math.nan, math.nan)] * 3, "below": 0, "n": 0, "missing": got["missing"]}
+    seeds = sorted({s for s, _ in got["trials"]}) or list(protocol.seeds)
+    spacing = {n: [] for n in lengths}
+    masks: dict[tuple[int, int], torch.Tensor] = {}
+    for seed in seeds:
+        for n in lengths:
+            e = eval_positions(task, variant, n, seed, protocol)
+            spacing[n].append(e["spacing"])
+            masks[(seed, n)] = e["mask"]
+    out["spacing"] = np.array([np.mean(spacing[n]) for n in lengths])
+    if got["missing"]:
+        return out
+    seen = []
+    for (seed, _), row, curve in zip(got["trials"], rows, got["curves"]):
+        m2, m4 = masks[(seed, 2 * L)], masks[(seed, 4 * L)]
+        n_all, n_seen = float(m2.sum()), float(m2[:, :L].sum())
+        at_2 = (row["acc_2x"] * n_all - row["beyond_2x"] * (n_all - n_seen)) / n_seen
+        counts = m4[:, :L].sum(dim=0).double().numpy()
+        ok = counts > 0
+        at_4 = float((curve[:L][ok] * counts[ok]).sum() / counts[ok].sum())
+        seen.append([row["acc_1x"], at_2, at_4])
+    out["seen"] = np.array(seen)
+    out["mean"] = out["seen"].mean(axis=0)
+    out["interval"] = [summarize(out["seen"][:, j], interval="bootstrap").interval for j in range(3)]
+    out["below"] = int((out["seen"][:, 0] - out["seen"][:, 2] > gap).sum())
+    out["n"] = len(seen)
+    return out
+
+
+
+
+def train_checkpoint(task: str, scheme: str, variant: str, seed: int, lr: float, *,
+                     protocol: GridProtocol | None = None, saved: object = None) -> dict:
+    """Retrain one trial of phase A exactly as the grid trained it and return its best held-out-loss weights.
+
+    The grid keeps no weights; the mechanisms that need them (a trained RoPE head's
+    ``q . R(d) k``, T5's untrained buckets, NoPE + BOS's ``1/(t+2)`` feature) retrain one
+    trial through :func:`run_grid_pack` unchanged (its ``modify`` hook only keeps a
+    reference to the model, which ends holding the trial's best weights). With ``saved``
+    (a results file) the new scores are compared with the saved best row of the trial: on
+    the machine that ran the grid they are equal.
+
+    Returns:
+        ``{"model" (the trained module, in eval mode), "best" (its scores with per-position
+        curves), "best_step", "best_loss", "saved" (the saved best row or ``None``),
+        "differences" ({key: new - saved} for acc_1x, beyond_2x, beyond_4x, heldout_loss),
+        "matches" (every difference within 1e-3, ``None`` without a saved row), "seconds"}``.
+
+    Example:
+        >>> p = GridProtocol(steps=4, loss_every=2, score_every=4, eval_size=4, heldout_size=4, batch_size=4, warmup=0)
+        >>> c = train_checkpoint("offset_copy", "rope", "plain", 0, 1e-3, protocol=p)
+        >>> type(c["model"]).__name__, c["best_step"] in (2, 4), c["matches"]
+        ('PositionalTransformer', True, None)
+    """
+    task, scheme, variant, members, protocol = _checked(task, scheme, variant, [(seed, lr)], protocol)
+    kept: list[nn.Module] = []
+    start = time.perf_counter()
+    trial = run_grid_pack(task, scheme, variant, members, protocol, modify=kept.append)[0]
+    seconds = time.perf_counter() - start
+    model = kept[0].eval()
+    out = {"model": model, "best": trial["best"], "best_step": trial["best_step"], "best_loss": trial["best_loss"],
+           "saved": None, "differences": {}, "matches": None, "seconds": seconds}
+    if saved is not None:
+        found = [r for r in _rows(saved) if (r["task"], r["scheme"], r["variant"], r["seed"], r["checkpoint"]) ==
+                 (task, scheme, variant, seed, "best") and math.isclose(r["lr"], lr) and r.get("phase", "A") == "A"]
+        if found:
+            row = found[0]
+            new = {**trial["best"], "heldout_loss": trial["best_loss"]}
+            out["saved"] = row
+            out["differences"] = {k: new[k] - row[k] for k in ("acc_1x", "beyond_2x", "beyond_4x", "heldout_loss")
+                                  if row.get(k) is not None and new.get(k) is not None}
+            out["matches"] = all(abs(v) <= 1e-3 for v in out["differences"].values())
+    return out
+
+
+
+@torch.no_grad()
+def rope_head_profile(model: nn.Module, task: str = "offset_copy", variant: str = "plain", *, layer: int = -1,
+                      seed: int = 0, margin: float = 1.0, protocol: GridProtocol | None = None) -> dict:
+    """A trained RoPE model's score for a key at every distance, per head: ``q . R(d) k`` of the head's mean query and key.
+
+    The queries and keys of ``layer`` (before rotation) are read on the grid's held-out
+    sequences at length ``L`` (seed ``seed``); ``q`` is the mean query of the scored
+    positions, ``k`` the mean key of all positions. By linearity ``q . R(d) k`` is then the
+    mean score that a key at distance ``d`` gets from a query, whatever their contents:
+    the head's preference for distances, read through the model's own rotary module. An
+    untrained alias *rivals* the target in a head when its score is at least
+    ``score(offset) - margin`` (it gets at least ``exp(-margin)`` of the target's weight).
+
+    Returns:
+        ``{"distance" (array (4L,)), "scores" (array (heads, 4L), pre-softmax logits),
+        "offset", "target" (per head, the score at ``offset``), "trained_max" (per head, the
+        highest score of the other trained distances), "selectivity" (``target - trained_max``:
+        large in the layer that finds the key, near 0 in a layer with no preference for
+        distance, whose ``predicted_drop`` means nothing), "aliases" (untrained alias positions
+        of the fast pair), "alias_scores" (array (heads, aliases)), "rivals" (per alias, the
+        heads where it rivals the target), "predicted_drop" (the first alias rivalling the
+        target in at least half the heads, or ``None``), and the arguments ``margin``,
+        ``layer`` (counted from 0, negative ones resolved), ``variant``, ``task``}``.
+
+    Example:
+        >>> p = GridProtocol(eval_size=8)
+        >>> with seeded(0):
+        ...     m = p.run_config("plain", 1e-3).model("rope")
+        >>> prof = rope_head_profile(m, protocol=p)
+        >>> prof["scores"].shape, prof["aliases"][:3]
+        ((4, 64), [16, 22, 28])
+    """
+    from .models import PositionalTransformer
+
+    if not isinstance(model, PositionalTransformer) or model.scheme != "rope":
+        raise ValueError(f"model must be a PositionalTransformer with scheme 'rope', got {type(model).__name__}"
+                         + (f" with scheme {model.scheme!r}" if isinstance(model, PositionalTransformer) else ""))
+    task = check_choice("task", task, tuple(_ALIAS_OFFSETS))
+    variant = check_choice("variant", variant, VARIANTS)
+    protocol = _protocol_or_default(protocol)
+    seed = check_int("seed", seed, minimum=0)
+    margin = check_real("margin", margin, low=0.0)
+    if not isinstance(layer, int) or isinstance(layer, bool) or not -len(model.blocks) <= layer < len(model.blocks):
+        raise ValueError(f"layer must be an int in [-{len(model.blocks)}, {len(model.blocks)}), got {layer!r}")
+    bos, L, offset = variant == "bos", protocol.train_len, _ALIAS_OFFSETS[task]
+    longest = max(protocol.eval_factors) * L
+    g, h = _eval_generators(seed, L)
+    inputs, _, _, _ = grid_batch(task, "rope", protocol, bos, protocol.eval_size, L, g, h)
+    attn, seen = model.blocks[layer].attn, {}
+    hook = attn.register_forward_pre_hook(lambda mod, args: seen.setdefault("x", args[0]))
+    try:
+        model.eval()(inputs)
+    finally:
+        hook.remove()
+    q = attn._heads(attn.w_q(seen["x"]), attn.head_dim)[:, :, offset + int(bos):].mean(dim=(0, 2))
+    k = attn._heads(attn.w_k(seen["x"]), attn.head_dim).mean(dim=(0, 2))
+    heads, distance = q.shape[0], torch.arange(longest)
+    rq = model.positional(q[None, :, None, :].expand(1, heads, longest, -1).contiguous(), positions=distance)
+    rk = model.positional(k[None, :, None, :].contiguous(), positions=torch.zeros(1, dtype=torch.long))
+    scores = ((rq * rk).sum(-1)[0] / math.sqrt(attn.head_dim)).double().numpy()
+    trained = [d for d in range(L + int(bos)) if d != offset]
+    aliases = [a["position"] for a in rope_alias_table(offset, protocol, bos=bos) if a["pair"] == 0 and not a["trained"]]
+    target = scores[:, offset]
+    alias_scores = scores[:, aliases]
+    rivals = [[int(hh) for hh in np.flatnonzero(alias_scores[:, j] >= target - margin)] for j in range(len(aliases))]
+    first = next((a for a, r in zip(aliases, rivals) if 2 * len(r) >= heads), None)
+    trained_max = scores[:, trained].max(axis=1)
+    return {"distance": distance.numpy(), "scores": scores, "offset": offset, "target": target,
+            "trained_max": trained_max, "selectivity": target - trained_max, "aliases": aliases,
+            "alias_scores": alias_scores, "rivals": rivals, "predicted_drop": first, "margin": margin,
+            "layer": layer % len(model.blocks), "variant": variant, "task": task}
+
+
+
+def _initial_model(scheme: str, variant: str, seed: int, protocol: GridProtocol) -> nn.Module:
+    """The weights a trial of the grid starts from (built as :func:`run_grid_pack` builds them)."""
+    with seeded(seed):
+        return protocol.run_config(variant, protocol.lrs[0]).model(scheme)
+
+
+@torch.no_grad()
+def t5_bucket_check(model: nn.Module, seed: int, variant: str = "plain", *, protocol: GridProtocol | None = None) -> dict:
+    """Which of a trained T5 model's buckets moved from their initial values, against the buckets training reaches.
+
+    The trial's initial weights are rebuilt from ``seed`` (as the grid builds them). A
+    bucket no training distance falls in (:func:`t5_buckets`) gets no gradient, so Adam
+    leaves it exactly at its initial value (about ``N(0, 0.02^2)``): at a new distance a
+    key meets a bias near 0, between the target's trained bias and the suppressed
+    distractors'.
+
+    Returns:
+        ``{"bucket" (array (buckets,)), "reached" (bool per bucket: some training distance
+        falls in it), "initial", "trained" (arrays (buckets, heads)), "change" (per bucket,
+        the largest absolute change over heads), "unchanged" (buckets exactly at their
+        initial values), "predicted" (buckets not reached), "bias" (array (heads, 4L): the
+        trained bias at every distance), "new_bias" (per head, the mean bias at distances
+        ``L .. 4L - 1``), "trained_bias" (per head, the bias at every trained distance)}``.
+
+    Example:
+        >>> p = GridProtocol()
+        >>> with seeded(0):
+        ...     m = p.run_config("plain", 1e-3).model("t5")
+        >>> c = t5_bucket_check(m, 0)
+        >>> c["unchanged"] == list(range(32)), c["predicted"] == list(range(16, 32))  # an untrained model: all at init
+        (True, True)
+    """
+    from .models import PositionalTransformer
+
+    if not isinstance(model, PositionalTransformer) or model.scheme != "t5":
+        raise ValueError(f"model must be a PositionalTransformer with scheme 't5', got {type(model).__name__}"
+                         + (f" with scheme {model.scheme!r}" if isinstance(model, PositionalTransformer) else ""))
+    seed = check_int("seed", seed, minimum=0)
+    variant = check_choice("variant", variant, VARIANTS)
+    protocol = _protocol_or_default(protocol)
+    L, longest, bos = protocol.train_len, max(protocol.eval_factors) * protocol.train_len, variant == "bos"
+    start = _initial_model("t5", variant, seed, protocol).positional.weight.detach().double().numpy()
+    bias = model.positional
+    if bias.weight.shape != start.shape:
+        raise ValueError(f"model's bucket table {tuple(bias.weight.shape)} is not the protocol's {start.shape}")
+    end = bias.weight.detach().double().numpy()
+    table = t5_buckets(longest + int(bos), L, bos=bos, num_buckets=bias.num_buckets, max_distance=bias.max_distance)
+    reached = np.zeros(bias.num_buckets, dtype=bool)
+    reached[table["bucket"][table["trained"]]] = True
+    change = np.abs(end - start).max(axis=1)
+    by_distance = end[table["bucket"][:longest]].T  # (heads, distances)
+    return {"bucket": np.arange(bias.num_buckets), "reached": reached, "initial": start, "trained": end,
+            "change": change, "unchanged": [int(b) for b in np.flatnonzero(change == 0)],
+            "predicted": [int(b) for b in np.flatnonzero(~reached)], "bias": by_distance,
+            "new_bias": by_distance[:, L:].mean(axis=1), "trained_bias": by_distance[:, : L + int(bos)]}
+
+
+@torch.no_grad()
+def bos_position_probe(model: nn.Module, task: str = "far_retrieve", *, layer: int = 0, offset: int = 3,
+                       ridge: float = 1e-3, protocol: GridProtocol | None = None) -> dict:
+    """A linear probe for NoPE + BOS's position feature ``1/(t+2)`` in the residual stream after block ``layer``.
+
+    The probe (ridge regression with an intercept) is fitted on the positions seen in
+    training (``t < L``) of the grid's held-out sequences of seed 0 at length 4L, and read
+    on those of seed 1 at every position. A head attending uniformly puts ``1/(t+2)`` of
+    its weight on BOS, so the stream can carry that number. Position ``t`` is *resolved*
+    from ``t - offset`` while the probe's mean readings at the two positions differ by
+    more than twice the readings' standard deviation at ``t``.
+
+    Returns:
+        ``{"position" (array (4L,)), "target" (1/(t+2)), "mean", "sd" (of the reading per
+        position, over sequences), "r2_seen" (positions < L), "r2_new" (positions >= L),
+        "resolved" (bool per position >= offset), "resolution" (the first position >= L that
+        is not resolved, or 4L), "gap" (:func:`bos_feature_gap`), and ``task``, ``layer`` (from
+        0), ``offset``, ``train_len``}``.
+
+    Example:
+        >>> p = GridProtocol(eval_size=32)
+        >>> with seeded(0):
+        ...     m = p.run_config("bos", 1e-3).model("none")
+        >>> probe = bos_position_probe(m, protocol=p)
+        >>> probe["mean"].shape, probe["r2_seen"] > 0.5
+        ((64,), True)
+    """
+    from .models import PositionalTransformer
+
+    if not isinstance(model, PositionalTransformer) or model.scheme != "none":
+        raise ValueError(f"model must be a PositionalTransformer with scheme 'none', got {type(model).__name__}"
+                         + (f" with scheme {model.scheme!r}" if isinstance(model, PositionalTransformer) else ""))
+    task = check_choice("task", task, ALL_TASKS)
+    protocol = _protocol_or_default(protocol)
+    offset = check_int("offset", offset)
+    ridge = check_real("ridge", ridge, low=0.0)
+    if not isinstance(layer, int) or isinstance(layer, bool) or not -len(model.blocks) <= layer < len(model.blocks):
+        raise ValueError(f"layer must be an int in [-{len(model.blocks)}, {len(model.blocks)}), got {layer!r}")
+    L = protocol.train_len
+    longest = max(protocol.eval_factors) * L
+
+    def stream(seed: int) -> np.ndarray:
+        g, h = _eval_generators(seed, longest)
+        inputs, _, _, _ = grid_batch(task, "none", protocol, True, protocol.eval_size, longest, g, h)
+        seen = {}
+        hook = model.blocks[layer].register_forward_hook(lambda mod, args, out: seen.setdefault("x", out))
+        try:
+            model.eval()(inputs)
+        finally:
+            hook.remove()
+        return seen["x"][:, 1:].double().numpy()  # (batch, 4L, d_model): the task positions (BOS dropped)
+
+    t = np.arange(longest)
+    target = 1.0 / (t + 2)
+    fit, read = stream(0), stream(1)
+    x = fit[:, :L].reshape(-1, fit.shape[-1])
+    y = np.broadcast_to(target[:L], fit.shape[:2][:1] + (L,)).reshape(-1)
+    mu = x.mean(axis=0)
+    xc = x - mu
+    w = np.linalg.solve(xc.T @ xc + ridge * len(xc) * np.eye(xc.shape[1]), xc.T @ (y - y.mean()))
+    pred = (read - mu) @ w + y.mean()  # (batch, 4L)
+    mean, sd = pred.mean(axis=0), pred.std(axis=0)
+
+    def r2(part: slice) -> float:
+        err = pred[:, part] - target[part]
+        tot = np.broadcast_to(target[part], err.shape)
+        return float(1 - (err ** 2).sum() / ((tot - tot.mean()) ** 2).sum())
+
+    resolved = np.zeros(longest, dtype=bool)
+    resolved[offset:] = np.abs(mean[:-offset] - mean[offset:]) > 2 * sd[offset:]
+    first = next((int(p) for p in range(L, longest) if not resolved[p]), longest)
+    return {"position": t, "target": target, "mean": mean, "sd": sd, "r2_seen": r2(slice(0, L)),
+            "r2_new": r2(slice(L, longest)), "resolved": resolved, "resolution": first,
+            "gap": bos_feature_gap(t[offset:], offset), "task": task, "layer": layer % len(model.blocks),
+            "offset": offset, "train_len": L}
+
+
+
+def checkpoint_row(trained: Mapping, task: str, scheme: str, variant: str, seed: int, lr: float) -> dict:
+    """One row of a checkpoint file: :func:`train_checkpoint`'s result with its weights as float32 base64 text.
+
+    Every tensor of the model's state dict is stored exactly (``"shape"`` and the
+    little-endian float32 bytes in base64, about 140 kB for the chapter's model), beside
+    the trial's key, its best step and scores and the differences from the saved row.
+
+    Example:
+        >>> p = GridProtocol(steps=2, loss_every=1, score_every=2, eval_size=4, heldout_size=4, batch_size=4, warmup=0)
+        >>> row = checkpoint_row(train_checkpoint("offset_copy", "rope", "plain", 0, 1e-3, protocol=p),
+        ...                      "offset_copy", "rope", "plain", 0, 1e-3)
+        >>> sorted(row["weights"])[:2], row["weights"]["embed.weight"]["shape"]
+        (['blocks.0.attn.w_k.weight', 'blocks.0.attn.w_o.weight'], [16, 32])
+    """
+    import base64
+
+    if not isinstance(trained, Mapping) or not isinstance(trained.get("model"), nn.Module):
+        raise TypeError("trained must be the dict train_checkpoint returns (with its 'model')")
+    task, scheme, variant, members, _ = _checked(task, scheme, variant, [(seed, lr)], None)
+    weights = {}
+    for name, tensor in trained["model"].state_dict().items():
+        if not tensor.is_floating_point():
+            raise ValueError(f"trained['model'] has a non-float tensor {name!r}; a checkpoint stores float32 only")
+        data = tensor.detach().to(torch.float32).contiguous().numpy().astype("<f4")
+        weights[name] = {"shape": list(data.shape), "float32": base64.b64encode(data.tobytes()).decode("ascii")}
+    best = {k: _round(v) for k, v in trained["best"].items() if not k.startswith("pos_")}
+    return {"task": task, "scheme": scheme, "variant": variant, "seed": members[0][0], "lr": members[0][1],
+            "checkpoint": "best", "best_step": trained["best_step"], "heldout_loss": _round(trained["best_loss"]),
+            **best, "differences": {k: float(f"{v:.3g}") for k, v in trained.get("differences", {}).items()},
+            "matches_saved": trained.get("matches"), "weights": weights}
+
+
+def load_checkpoint(task: str, scheme: str, variant: str, *, seed: int | None = None,
+                    source: object = None) -> dict:
+    """A trained model of chapter 6 from a checkpoint file (default: the shipped ``ch6_checkpoints.json``).
+
+    Returns ``{"model" (the protocol's model with the stored weights, in eval mode),
+    "row" (the file's row without its weights)}``; the first row of the group (of
+    ``seed``, if given). A group without a checkpoint is refused by name.
+
+    Example:
+        >>> load_checkpoint("offset_copy", "rope", "plain", source={"rows": []})
+        Traceback (most recent call last):
+        ...
+        ValueError: task, scheme, variant: no checkpoint of offset_copy / rope / plain in the file (it holds none)
+    """
+    import base64
+
+    task = check_choice("task", task, ALL_TASKS)
+    scheme = check_choice("scheme", scheme, GRID_SCHEMES)
+    variant = check_choice("variant", variant, VARIANTS)
+    if seed is not None:
+        seed = check_int("seed", seed, minimum=0)
+    if source is None:
+        from .resources import resource_path
+
+        source = resource_path("ch6_checkpoints.json")
+    data = load_grid(source)
+    rows = [r for r in data["rows"] if (r.get("task"), r.get("scheme"), r.get("variant")) == (task, scheme, variant)
+            and (seed is None or r.get("seed") == seed)]
+    if not rows:
+        held = ", ".join(sorted({f"{r.get('task')} / {r.get('scheme')} / {r.get('variant')}" for r in data["rows"]}))
+        raise ValueError(f"task, scheme, variant: no checkpoint of {task} / {scheme} / {variant}"
+                         + (f" seed {seed}" if seed is not None else "") + f" in the file (it holds {held or 'none'})")
+    row = rows[0]
+    protocol = grid_protocol(data)
+    model = _initial_model(scheme, variant, row["seed"], protocol)
+    state = {}
+    for name, w in row["weights"].items():
+        values = np.frombuffer(base64.b64decode(w["float32"]), dtype="<f4").reshape(w["shape"])
+        state[name] = torch.from_numpy(values.copy())
+    model.load_state_dict(state)
+    return {"model": model.eval(), "row": {k: v for k, v in row.items() if k != "weights"}}
+
+
+# --- the figures of the mechanism checks: each draws one check's dict on ``ax`` and returns what it drew
+
+
+def _check_dict(name: str, value: object, fields: tuple[str, ...]) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be the dict its check function returns, got {type(value).__name__}")
+    missing = [f for f in fields if f not in value]
+    if missing:
+        raise ValueError(f"{name} has no {missing[0]!r}: not the dict of its check function")
+    return value
+
+
+def _title(ax, text: str) -> None:
+    """``text`` as the axes' title, wrapped to the axes' width (about 13 characters per inch at 10 pt)."""
+    import textwrap
+
+    width = ax.get_position().width * ax.figure.get_size_inches()[0]
+    ax.set_title(textwrap.fill(text, max(30, int(width * 13))), fontsize=10)
+
+
+def plot_alias_check(ax, check: Mapping) -> dict:
+    """Draw :func:`rope_alias_check`: every fitting trial's 4x curve, the predicted aliases as dotted lines, the drops as dots.
+
+    The title says where the accuracy falls and in how many trials every fall lies on an
+    alias (readable as the figure's alt text). Returns ``{"title", "aliases", "drops"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots()
+        >>> plot_alias_check(ax, rope_alias_check({"rows": []}))["title"]
+        'offset_copy / rope / plain is not in the results file yet'
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    c = _check_dict("check", check, ("task", "variant", "offset", "predicted", "curves", "drops", "k", "n", "counts",
+                                     "missing", "train_len"))
+    if c["missing"]:
+        _note(ax, c["missing"])
+        return {"title": c["missing"], "aliases": [], "drops": []}
+    color = SCHEME_STYLES["rope"]["color"]
+    x = np.arange(c["curves"].shape[1])
+    for curve, drops in zip(c["curves"], c["drops"]):
+        ax.plot(x, curve, color=color, linewidth=0.7, alpha=0.4)
+        ax.plot(drops, curve[drops], "o", color="black", markersize=3)
+    for p in c["predicted"]:
+        ax.axvline(p, color="gray", linewidth=0.8, linestyle=":")
+    ax.axvline(c["train_len"] - 0.5, color="black", linewidth=0.8, linestyle="--")
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlabel("position (dotted: aliases of distance %d)" % c["offset"])
+    ax.set_ylabel("accuracy")
+    where = " and ".join(f"{t} ({n}/{c['n']})" for t, n in c["counts"].items() if n * 4 >= c["n"]) or "no position"
+    title = (f"RoPE, {c['task'].replace('_', ' ')}, {c['variant']}: accuracy falls at {where}; "
+             f"every fall on an alias in {c['k']}/{c['n']} trials")
+    _title(ax, title)
+    return {"title": title, "aliases": list(c["predicted"]), "drops": [list(d) for d in c["drops"]]}
+
+
+def plot_horizons(ax, horizons: Sequence[Mapping]) -> dict:
+    """Draw :func:`group_horizons` dicts: one row per group, a dot per fitting trial's horizon, a bar at the median.
+
+    Dashed lines mark ``L``, ``2L`` and ``4L``; each row's label carries ``k/n`` reaching 2L
+    and 4L. Groups without fitting trials are listed as such. Returns ``{"labels", "medians"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots()
+        >>> plot_horizons(ax, [group_horizons({"rows": []}, "offset_copy", "rope", "plain")])["labels"]
+        ['rope, plain: no fitting trial']
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    rows = check_rows("horizons", horizons, ("task", "scheme", "variant", "horizons", "median", "reach_2x",
+                                             "reach_4x", "n", "threshold"))
+    L = GridProtocol().train_len
+    labels, medians = [], []
+    rng = np.random.default_rng(0)  # a fixed vertical jitter, so that equal horizons stay visible
+    for i, r in enumerate(rows):
+        name = f"{r['scheme']}, {r['variant']}"
+        if not r["n"]:
+            labels.append(f"{name}: no fitting trial")
+            medians.append(math.nan)
+            continue
+        style = SCHEME_STYLES.get(r["scheme"], {"color": "black", "marker": "o"})
+        h = np.asarray(r["horizons"], dtype=float)
+        ax.plot(h, i + rng.uniform(-0.2, 0.2, h.size), linestyle="none", marker=style["marker"], color=style["color"],
+                markersize=4, alpha=0.7)
+        ax.plot([r["median"]] * 2, [i - 0.35, i + 0.35], color="black", linewidth=1.5)
+        labels.append(f"{name}: {r['reach_2x']}/{r['n']} to 2L, {r['reach_4x']}/{r['n']} to 4L")
+        medians.append(r["median"])
+    for f in (1, 2, 4):
+        ax.axvline(f * L, color="gray", linewidth=0.8, linestyle="--")
+    ax.set_yticks(range(len(rows)), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"horizon: first position below {rows[0]['threshold']:g} (dashed: L, 2L, 4L)")
+    tasks = sorted({r["task"] for r in rows})
+    _title(ax, f"Extrapolation horizon per trial, {', '.join(t.replace('_', ' ') for t in tasks)}; bar: median")
+    return {"labels": labels, "medians": medians}
+
+
+def plot_similarity_check(ax, check: Mapping) -> dict:
+    """Draw :func:`sinusoidal_similarity_check`: the mean accuracy at each new position against its encoding's similarity.
+
+    Each dot is one position ``>= L``; the title gives the per-trial correlation's mean,
+    interval and sign count. Returns ``{"title", "x", "y"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots()
+        >>> plot_similarity_check(ax, sinusoidal_similarity_check({"rows": []}))["title"]
+        'far_retrieve / sinusoidal / plain is not in the results file yet'
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    c = _check_dict("check", check, ("task", "variant", "similarity", "curves", "mean", "interval", "positive", "n",
+                                     "missing"))
+    if c["missing"]:
+        _note(ax, c["missing"])
+        return {"title": c["missing"], "x": np.zeros(0), "y": np.zeros(0)}
+    L = GridProtocol().train_len
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(c["curves"], axis=0)
+    x, y = c["similarity"][L: len(mean)], mean[L:]
+    ok = ~np.isnan(y)
+    ax.plot(x[ok], y[ok], linestyle="none", marker=SCHEME_STYLES["sinusoidal"]["marker"],
+            color=SCHEME_STYLES["sinusoidal"]["color"], markersize=4)
+    ax.set_xlabel("largest cosine of the position's encoding to a trained one")
+    ax.set_ylabel("mean accuracy")
+    ax.set_ylim(-0.02, 1.05)
+    lo, hi = c["interval"]
+    title = (f"sinusoidal, {c['task'].replace('_', ' ')}, {c['variant']}: accuracy at new positions against similarity, "
+             f"r = {c['mean']:.2f} [{lo:.2f}, {hi:.2f}], positive in {c['positive']}/{c['n']} trials")
+    _title(ax, title)
+    return {"title": title, "x": x[ok], "y": y[ok]}
+
+
+def plot_seen_check(ax, check: Mapping) -> dict:
+    """Draw :func:`randomized_seen_check`: accuracy at the trained indices against the mean spacing of the positions.
+
+    One line per fitting trial through its lengths L, 2L and 4L (labelled), the mean in
+    black. Returns ``{"title", "spacing", "mean"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, ax = plt.subplots()
+        >>> plot_seen_check(ax, randomized_seen_check({"rows": []}))["title"]
+        'offset_copy / randomized / bos is not in the results file yet'
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    c = _check_dict("check", check, ("task", "variant", "lengths", "spacing", "seen", "mean", "below", "n", "missing"))
+    if c["missing"]:
+        _note(ax, c["missing"])
+        return {"title": c["missing"], "spacing": c["spacing"], "mean": c["mean"]}
+    style = SCHEME_STYLES["randomized"]
+    for row in c["seen"]:
+        ax.plot(c["spacing"], row, color=style["color"], linewidth=0.7, alpha=0.5, marker=style["marker"], markersize=4)
+    ax.plot(c["spacing"], c["mean"], color="black", linewidth=1.6)
+    for s, n, m in zip(c["spacing"], c["lengths"], c["mean"]):
+        ax.annotate(f"{n} tokens", (s, m), textcoords="offset points", xytext=(-10, -16), fontsize=9)
+    ax.set_xlabel("mean spacing of the sampled positions")
+    ax.set_ylabel("accuracy at trained indices")
+    ax.set_ylim(-0.02, 1.05)
+    title = (f"randomized, {c['task'].replace('_', ' ')}, {c['variant']}: accuracy at seen indices "
+             + " / ".join(f"{m:.2f}" for m in c["mean"]) + " at " + " / ".join(str(n) for n in c["lengths"])
+             + f" tokens; {c['below']}/{c['n']} trials lose more than 0.2")
+    _title(ax, title)
+    return {"title": title, "spacing": c["spacing"], "mean": c["mean"]}
+
+
+
+def plot_head_profile(ax, profile: Mapping) -> dict:
+    """Draw :func:`rope_head_profile`: each head's score against distance, the untrained aliases dotted.
+
+    Scores are shown relative to each head's score at the trained distance (0 there), so a
+    key at a distance where a line reaches ``-margin`` (dashed) rivals the target. The title
+    names the aliases that rival it (alt-text ready). Returns ``{"title", "relative"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> p = GridProtocol(eval_size=8)
+        >>> with seeded(0):
+        ...     m = p.run_config("plain", 1e-3).model("rope")
+        >>> fig, ax = plt.subplots()
+        >>> plot_head_profile(ax, rope_head_profile(m, protocol=p))["relative"].shape
+        (4, 64)
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    c = _check_dict("profile", profile, ("distance", "scores", "target", "aliases", "rivals", "offset", "margin",
+                                         "layer", "task", "variant"))
+    relative = c["scores"] - c["target"][:, None]
+    heads = relative.shape[0]
+    for hh, line in enumerate(relative):
+        ax.plot(c["distance"], line, color=SCHEME_STYLES["rope"]["color"], linewidth=1.0, alpha=0.4 + 0.6 * hh / heads,
+                label=f"head {hh}")
+    for a in c["aliases"]:
+        ax.axvline(a, color="gray", linewidth=0.8, linestyle=":")
+    ax.axhline(-c["margin"], color="black", linewidth=0.8, linestyle="--")
+    ax.axvline(c["offset"], color="black", linewidth=0.8)
+    ax.set_xlabel(f"distance of the key (solid: trained distance {c['offset']}; dotted: untrained aliases)")
+    ax.set_ylabel("score minus the target's")
+    ax.legend(fontsize=9, loc="lower right", ncol=2)
+    rival = [a for a, r in zip(c["aliases"], c["rivals"]) if 2 * len(r) >= heads]
+    quiet = [a for a in c["aliases"] if a not in rival]
+    title = (f"Trained RoPE heads, layer {c['layer'] + 1}, {c['task'].replace('_', ' ')}, {c['variant']}: keys at "
+             + (", ".join(map(str, rival)) or "no alias") + f" score within {c['margin']:g} of the target"
+             + (f"; {', '.join(map(str, quiet))} stay below" if quiet else ""))
+    _title(ax, title)
+    return {"title": title, "relative": relative}
+
+
+
+def plot_bos_probe(ax, probe: Mapping) -> dict:
+    """Draw :func:`bos_position_probe`: the probe's reading by position (mean, and +- 2 sd shaded) beside ``1/(t+2)``.
+
+    Returns ``{"title"}``; the title gives the fit at seen and new positions and where
+    ``t`` and ``t - offset`` stop being told apart (alt-text ready).
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> p = GridProtocol(eval_size=8)
+        >>> with seeded(0):
+        ...     m = p.run_config("bos", 1e-3).model("none")
+        >>> fig, ax = plt.subplots()
+        >>> plot_bos_probe(ax, bos_position_probe(m, protocol=p))["title"][:31]
+        'NoPE + BOS, far retrieve, after'
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    c = _check_dict("probe", probe, ("position", "target", "mean", "sd", "r2_seen", "r2_new", "resolution", "task",
+                                     "layer", "offset", "train_len"))
+    color = SCHEME_STYLES["none"]["color"]
+    ax.plot(c["position"], c["target"], color="black", linewidth=1.0, linestyle="--", label="1/(t+2)")
+    floor = 0.1 * float(np.min(c["target"]))  # the log axis shows no reading at or below 0
+    ax.plot(c["position"], np.clip(c["mean"], floor, None), color=color, linewidth=1.4, label="probe reading")
+    ax.fill_between(c["position"], np.clip(c["mean"] - 2 * c["sd"], floor, None),
+                    np.clip(c["mean"] + 2 * c["sd"], floor, None), color=color, alpha=0.25)
+    ax.axvline(c["train_len"] - 0.5, color="black", linewidth=0.8, linestyle=":")
+    if c["resolution"] < len(c["position"]):
+        ax.axvline(c["resolution"], color=color, linewidth=0.8, linestyle="-.")
+    ax.set_yscale("log")
+    ax.set_xlabel("position t")
+    ax.set_ylabel("feature value")
+    ax.legend(fontsize=9, loc="upper right")
+    title = (f"NoPE + BOS, {c['task'].replace('_', ' ')}, after block {c['layer'] + 1}: a linear probe reads 1/(t+2) "
+             f"with R\u00b2 {c['r2_seen']:.3f} at trained positions and {c['r2_new']:.2f} at new ones; "
+             f"t and t-{c['offset']} are told apart up to position {c['resolution'] - 1}")
+    _title(ax, title)
+    return {"title": title}
+
+
+
+def plot_t5_bucket_check(ax, check: Mapping, *, target: int | None = None) -> dict:
+    """Draw :func:`t5_bucket_check`: each head's trained bias against distance, the distances in unreached buckets shaded.
+
+    ``target`` (a trained distance, e.g. 3 for offset copy) is marked. The title says which
+    buckets kept their initial values and the bias range there (alt-text ready). Returns
+    ``{"title"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> with seeded(0):
+        ...     m = GridProtocol().run_config("plain", 1e-3).model("t5")
+        >>> fig, ax = plt.subplots()
+        >>> plot_t5_bucket_check(ax, t5_bucket_check(m, 0))["title"][-31:]  # untrained: nothing moved
+        '16 reached buckets did not move'
+        >>> plt.close(fig)
+    """
+    from .plotting import SCHEME_STYLES
+
+    check_axes("ax", ax)
+    c = _check_dict("check", check, ("bias", "trained_bias", "unchanged", "predicted", "initial"))
+    color = SCHEME_STYLES["t5"]["color"]
+    bias = np.asarray(c["bias"])
+    heads, longest = bias.shape
+    first_new = c["trained_bias"].shape[1]
+    for hh in range(heads):
+        ax.plot(np.arange(longest), bias[hh], color=color, linewidth=1.0, alpha=0.4 + 0.6 * hh / heads)
+    ax.axvspan(first_new - 0.5, longest - 0.5, color=color, alpha=0.08)
+    ax.axhline(0, color="gray", linewidth=0.8, linestyle=":")
+    if target is not None:
+        ax.axvline(check_int("target", target, minimum=0), color="black", linewidth=0.8)
+    ax.set_xlabel("distance of the key (shaded: buckets never reached in training)")
+    ax.set_ylabel("bias")
+    kept, unreached = set(c["unchanged"]), list(c["predicted"])
+    new = bias[:, first_new:]
+    span = (f"{unreached[0]}-{unreached[-1]}" if unreached and unreached == list(range(unreached[0], unreached[-1] + 1))
+            else ", ".join(map(str, unreached)) or "none")
+    still = len(kept - set(unreached))
+    title = (f"T5 bias by distance: the buckets {span} not reached in training "
+             f"{'are' if kept >= set(unreached) else 'are not all'} at their initial values "
+             f"(bias {new.min():+.2f} to {new.max():+.2f} past distance {first_new - 1}); "
+             + (f"{still} reached buckets did not move" if still else "every reached bucket moved"))
+    _title(ax, title)
+    return {"title": title}
+
+
+__all__ += [
+    "curve_drops",
+    "bos_position_probe",
+    "checkpoint_row",
+    "eval_positions",
+    "grid_protocol",
+    "group_horizons",
+    "horizon_table",
+    "load_checkpoint",
+    "plot_alias_check",
+    "plot_bos_probe",
+    "plot_head_profile",
+    "plot_horizons",
+    "plot_seen_check",
+    "plot_similarity_check",
+    "plot_t5_bucket_check",
+    "randomized_seen_check",
+    "rope_alias_check",
+    "rope_alias_table",
+    "rope_head_profile",
+    "rope_omegas",
+    "sinusoidal_similarity_check",
+    "t5_bucket_check",
+    "train_checkpoint",
+]
