@@ -974,8 +974,8 @@ def canvas_differences(rows: list[dict], *, threshold: float = CANVAS_THRESHOLD)
         >>> [(d["condition"], d["size"], d["label"]) for d in canvas_differences(rows)]
         [('canvas', 32, 'hurts')]
     """
-    rows = _grid_rows(rows)
     threshold = check_positive_float("threshold", threshold)
+    rows = _grid_rows(rows)
     for r in rows:
         for k in r:
             if k.startswith(("resize_", "canvas_")) and "acc_" in k:
@@ -1040,7 +1040,6 @@ def scheme_differences(
         >>> [(d["size"], round(d["mean"], 2), d["label"]) for d in scheme_differences(rows, [("learned_2d", "rope_mixed")], [32])]
         [(32, 0.2, 'higher')]
     """
-    rows = _grid_rows(rows)
     if not isinstance(pairs, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairs):
         raise TypeError(f"pairs must be a list of (scheme, scheme) pairs, got {pairs!r}")
     if not isinstance(sizes, (list, tuple)):
@@ -1049,6 +1048,7 @@ def scheme_differences(
         raise ValueError(f"pairs and sizes must not be empty, got {len(pairs)} pair(s) and {len(sizes)} size(s)")
     condition = check_choice("condition", condition, ("resize", "canvas"))
     threshold = check_positive_float("threshold", threshold)
+    rows = _grid_rows(rows)
     out = []
     for a, b in pairs:
         check_choice("pairs", a, VISION_SCHEMES), check_choice("pairs", b, VISION_SCHEMES)
