@@ -19,6 +19,7 @@ Two measurements:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -27,8 +28,13 @@ from torch import nn
 from .._checks import check_choice, check_int
 from ..attention import SelfAttention
 from ..sinusoidal import sinusoidal_encoding
-from ._validate import check_module, check_seed, check_tensor
+from ._validate import as_finite_array, check_module, check_real, check_seed, check_tensor
 from .engine import fit, seeded
+
+__all__ = [
+    "DEPTH_PROTOCOL", "DepthNet", "reversal_batch", "build_depth_net", "train_depth_net", "first_losses",
+    "probe_accuracy", "layer_probe", "norm_share",
+]
 
 #: The protocol of ``experiments/position_depth.py`` (the defaults of :func:`train_depth_net`).
 DEPTH_PROTOCOL = {
@@ -87,6 +93,10 @@ class DepthNet(nn.Module):
         if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.shape[1] != self.length:
             got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
             raise ValueError(f"tokens must be a (batch, {self.length}) tensor of ids, got {got}")
+        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+            raise TypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+        if tokens.numel() and not (0 <= int(tokens.min()) and int(tokens.max()) < self.vocab):
+            raise ValueError(f"tokens must be ids in 0..{self.vocab - 1}, got {int(tokens.min())}..{int(tokens.max())}")
         x = self.embed(tokens) * math.sqrt(self.d_model) + self.pe
         states = [x]
         for n1, attn, n2, mlp in zip(self.norms1, self.attns, self.norms2, self.mlps):
@@ -106,6 +116,8 @@ def reversal_batch(batch: int, length: int, vocab: int, generator: torch.Generat
         True
     """
     batch, length, vocab = check_int("batch", batch), check_int("length", length), check_int("vocab", vocab, minimum=2)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     x = torch.randint(0, vocab, (batch, length), generator=generator)
     return x, x.flip(1)
 
@@ -121,8 +133,20 @@ def _batches(config: dict, seed: int):
         yield reversal_batch(config["batch"], config["length"], config["vocab"], gen)
 
 
+def _depth_config(config: object, *, complete: bool = False) -> dict:
+    """``config`` checked against :data:`DEPTH_PROTOCOL`: a mapping of its keys only (all of them if ``complete``)."""
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a dict of keys of DEPTH_PROTOCOL, got {type(config).__name__}")
+    unknown = sorted(set(config) - set(DEPTH_PROTOCOL))
+    missing = sorted(set(DEPTH_PROTOCOL) - set(config)) if complete else []
+    if unknown or missing:
+        raise ValueError(f"config has unknown keys {unknown} and lacks {missing}; its keys are those of DEPTH_PROTOCOL")
+    return dict(config)
+
+
 def build_depth_net(config: dict, residual: bool) -> DepthNet:
     """A fresh :class:`DepthNet` of the sizes in ``config`` (keys of :data:`DEPTH_PROTOCOL`)."""
+    config = _depth_config(config, complete=True)
     return DepthNet(config["vocab"], config["length"], d_model=config["d_model"], n_heads=config["n_heads"],
                     n_layers=config["n_layers"], residual=residual)
 
@@ -135,7 +159,8 @@ def train_depth_net(residual: bool, *, seed: int, config: dict | None = None, st
     weights drawn under ``seeded(seed)``. ``config`` defaults to :data:`DEPTH_PROTOCOL`.
     """
     seed = check_seed("seed", seed)
-    config = dict(DEPTH_PROTOCOL, **(config or {}))
+    config = dict(DEPTH_PROTOCOL, **_depth_config({} if config is None else config))
+    check_real("lr", config["lr"], low=0.0, low_open=True)
     with seeded(seed):
         model = build_depth_net(config, residual)
     opt = torch.optim.Adam(model.parameters(), lr=config["lr"])
@@ -167,9 +192,14 @@ def probe_accuracy(features: np.ndarray, labels: np.ndarray, *, train: np.ndarra
         >>> probe_accuracy(X, y, train=np.arange(200) < 100)
         1.0
     """
-    X = np.asarray(features, dtype=np.float64)
+    X = as_finite_array("features", features)
     y = np.asarray(labels)
-    train = np.asarray(train, dtype=bool)
+    if y.dtype.kind not in "iu" or (y.size and int(y.min()) < 0):
+        raise ValueError(f"labels must be integer classes >= 0, got dtype {y.dtype}")
+    train = np.asarray(train)
+    if train.dtype != bool:
+        raise TypeError(f"train must be a boolean mask, got dtype {train.dtype}")
+    ridge = check_real("ridge", ridge, low=0.0)
     if X.ndim != 2 or y.shape != (X.shape[0],) or train.shape != y.shape:
         raise ValueError(f"features must be (n, d) with labels and train of shape (n,), got {X.shape}, {y.shape}, "
                          f"{train.shape}")
@@ -202,6 +232,7 @@ def layer_probe(model: DepthNet, *, sequences: int = 1024, seed: int = 0, ridge:
     if not isinstance(model, DepthNet):
         raise TypeError(f"model must be a DepthNet, got {type(model).__name__}")
     sequences = check_int("sequences", sequences, minimum=2)
+    ridge = check_real("ridge", ridge, low=0.0)
     x, y = reversal_batch(sequences, model.length, model.vocab, torch.Generator().manual_seed(check_seed("seed", seed)))
     was = model.training
     model.eval()
@@ -238,6 +269,12 @@ def norm_share(tokens: torch.Tensor, pe: torch.Tensor, norm: str) -> float:
     norm = check_choice("norm", norm, ("none", "rms", "layer"))
     if tokens.shape[-1] != pe.shape[-1]:
         raise ValueError(f"tokens and pe must have the same last dimension, got {tokens.shape[-1]} and {pe.shape[-1]}")
+    try:
+        shape = torch.broadcast_shapes(tokens.shape, pe.shape)
+    except RuntimeError as err:
+        raise ValueError(f"pe of shape {tuple(pe.shape)} does not broadcast against tokens {tuple(tokens.shape)}") from err
+    if math.prod(shape) == 0:
+        raise ValueError(f"tokens and pe must hold at least one row, got shape {tuple(shape)}")
     t, p = torch.broadcast_tensors(tokens.double(), pe.double())
     if norm == "layer":
         t, p = t - t.mean(-1, keepdim=True), p - p.mean(-1, keepdim=True)

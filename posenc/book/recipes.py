@@ -28,6 +28,11 @@ from ..rotary import rotary_frequencies
 from ._validate import check_real, check_seed, as_finite_array
 from .models import PositionalTransformer
 
+__all__ = [
+    "TABLE_INITS", "extend_learned_table", "mean_cosine_nonnegative", "base_for_length", "previous_token_weight",
+    "scalar_previous_token_bound", "nearest_code_accuracy",
+]
+
 TABLE_INITS = ("tile", "interpolate")
 
 
@@ -157,6 +162,8 @@ def previous_token_weight(code: np.ndarray, scale: float) -> float:
         True
     """
     code = as_finite_array("code", code, ndim=2, min_size=2)
+    if code.shape[0] < 2:
+        raise ValueError(f"code must have at least 2 rows (positions), got shape {code.shape}")
     scale = check_real("scale", scale)
     n = code.shape[0]
     s = scale * code[:-1] @ code.T  # row p - 1 = query p

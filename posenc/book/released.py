@@ -13,6 +13,9 @@ import importlib
 from typing import Any
 
 from ..rope.hf_config import inspect_config
+from ._validate import check_rows
+
+__all__ = ["RELEASED", "ROW_FIELDS", "released_configs", "released_rope_rows", "rope_table_text"]
 
 # (model, transformers module, configuration class, keyword arguments)
 RELEASED: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
@@ -73,10 +76,18 @@ def released_rope_rows() -> list[dict[str, Any]]:
     return rows
 
 
+#: The fields of a row of :func:`released_rope_rows` that :func:`rope_table_text` shows.
+ROW_FIELDS = ("model", "layer_type", "share", "rotated_pairs", "head_dim", "layout", "base", "scaling", "reach",
+              "nope", "sections")
+
+
 def rope_table_text(rows: list[dict[str, Any]]) -> str:
     """The rows as an aligned text table: model, layer type and its share of the layers,
     rotated pairs of the head's pairs, layout, base, rule, reach, the layers without RoPE,
     multimodal sections."""
+    if not isinstance(rows, list):
+        raise TypeError(f"rows must be the list released_rope_rows returns, got {type(rows).__name__}")
+    rows = check_rows("rows", rows, ROW_FIELDS)
     head = ("model", "layers", "share", "pairs", "layout", "base", "scaling", "reach", "no RoPE", "sections")
     lines = [head]
     for r in rows:

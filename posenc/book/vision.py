@@ -37,6 +37,7 @@ import posenc
 from .. import AxialRotaryEmbedding, MixedRotaryEmbedding, sinusoidal_encoding, sinusoidal_encoding_2d
 from .._checks import check_choice, check_int, check_positive_float
 from .engine import TrialConfig, fit, seeded
+from ._validate import check_real, check_rows, check_seed
 from .models import Block
 from .results import paired_difference
 
@@ -445,7 +446,14 @@ class VisionConfig(TrialConfig):
         for s in (self.train_size, *self.eval_sizes):
             if check_int("eval_sizes", s) % self.patch:
                 raise ValueError(f"image sizes must be multiples of patch={self.patch}, got {s}")
+        for name in ("d_model", "n_heads", "n_layers", "d_ff", "batch_size"):
+            check_int(name, getattr(self, name))
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
         check_positive_float("lr", self.lr)
+        check_real("weight_decay", self.weight_decay, low=0.0)
+        if self.n_train is not None:
+            check_int("n_train", self.n_train)
         check_int("max_epochs", self.max_epochs)
         check_int("patience", self.patience)
         check_choice("dtype", self.dtype, ("float32", "float64"))
@@ -771,9 +779,7 @@ def reference_param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    weight_decay = float(weight_decay)
-    if not math.isfinite(weight_decay) or weight_decay < 0:
-        raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay}")
+    weight_decay = check_real("weight_decay", weight_decay, low=0.0)
     decay, keep = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:
@@ -836,6 +842,7 @@ def score_condition(
         raise ValueError(f"size must be a multiple of the model's patch ({model.patch}), got {size}")
     if not isinstance(interpolate, bool):
         raise TypeError(f"interpolate must be True or False, got {interpolate!r}")
+    seed = check_seed("seed", seed)
     x, y = digits_split()[check_choice("split", split, ("train", "val", "test"))]
     dtype = model.embed.weight.dtype
     content = None
@@ -925,6 +932,18 @@ def image_paired_se(right_a: torch.Tensor, right_b: torch.Tensor) -> float:
     return math.sqrt(max(n10 + n01 - (n10 - n01) ** 2 / n, 0.0)) / n
 
 
+def _grid_rows(rows: list[dict]) -> list[dict]:
+    """``rows`` checked as rows of :func:`run_canvas_trial`: a non-empty list of dicts with a scheme and a seed."""
+    if not isinstance(rows, list):
+        raise TypeError(f"rows must be a list of dicts (the rows of run_canvas_trial), got {type(rows).__name__}")
+    return check_rows("rows", rows, ("scheme", "seed"))
+
+
+def _accuracy(row: dict, key: str) -> float:
+    """``row[key]``, an accuracy: a number in [0, 1], or a ValueError naming ``rows``."""
+    return check_real(f"rows: {key} of {row['scheme']!r} seed {row['seed']}", row[key], low=0.0, high=1.0)
+
+
 #: The smallest paired difference (in accuracy) the resize/canvas grid labels (``experiments/README.md``).
 CANVAS_THRESHOLD = 0.05
 
@@ -955,9 +974,14 @@ def canvas_differences(rows: list[dict], *, threshold: float = CANVAS_THRESHOLD)
         >>> [(d["condition"], d["size"], d["label"]) for d in canvas_differences(rows)]
         [('canvas', 32, 'hurts')]
     """
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise TypeError("rows must be a list of dicts (the rows of run_canvas_trial)")
     threshold = check_positive_float("threshold", threshold)
+    rows = _grid_rows(rows)
+    for r in rows:
+        for k in r:
+            if k.startswith(("resize_", "canvas_")) and "acc_" in k:
+                _accuracy(r, k)
+                if not k.rsplit("_", 1)[1].isdigit():
+                    raise ValueError(f"rows: {k!r} of {r['scheme']!r} seed {r['seed']} does not end in a size in pixels")
     out = []
     for scheme in REAL_COORDINATE_SCHEMES:
         mine = sorted((r for r in rows if r.get("scheme") == scheme), key=lambda r: r.get("seed", 0))
@@ -1016,20 +1040,21 @@ def scheme_differences(
         >>> [(d["size"], round(d["mean"], 2), d["label"]) for d in scheme_differences(rows, [("learned_2d", "rope_mixed")], [32])]
         [(32, 0.2, 'higher')]
     """
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise TypeError("rows must be a list of dicts (the rows of run_canvas_trial)")
     if not isinstance(pairs, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairs):
         raise TypeError(f"pairs must be a list of (scheme, scheme) pairs, got {pairs!r}")
     if not isinstance(sizes, (list, tuple)):
         raise TypeError(f"sizes must be a list of ints, got {sizes!r}")
+    if not pairs or not sizes:
+        raise ValueError(f"pairs and sizes must not be empty, got {len(pairs)} pair(s) and {len(sizes)} size(s)")
     condition = check_choice("condition", condition, ("resize", "canvas"))
     threshold = check_positive_float("threshold", threshold)
+    rows = _grid_rows(rows)
     out = []
     for a, b in pairs:
         check_choice("pairs", a, VISION_SCHEMES), check_choice("pairs", b, VISION_SCHEMES)
         for size in sizes:
             key = f"{condition}_acc_{check_int('sizes', size)}"
-            by_seed = {s: {r["seed"]: r[key] for r in rows if r.get("scheme") == s and key in r} for s in (a, b)}
+            by_seed = {s: {r["seed"]: _accuracy(r, key) for r in rows if r["scheme"] == s and key in r} for s in (a, b)}
             seeds = sorted(set(by_seed[a]) & set(by_seed[b]))
             if len(seeds) < 2:
                 raise ValueError(f"rows must hold {key} of {a!r} and {b!r} for at least 2 common seeds, got {len(seeds)}")
@@ -1061,6 +1086,7 @@ def canvas_verdict(differences: list[dict]) -> str:
     """
     if not isinstance(differences, list):
         raise TypeError("differences must be the list canvas_differences returns")
+    check_rows("differences", differences, ("scheme", "condition", "size", "label"), nonempty=False)
     label = {(d["scheme"], d["condition"], d["size"]): d["label"] for d in differences}
     rope = ("rope_axial", "rope_mixed")
     if all(label.get((s, "canvas", 32)) == "hurts" for s in rope) and label.get(("sincos_2d", "resize", 12)) == "helps" \
@@ -1208,6 +1234,8 @@ def resize_vit_table(table: torch.Tensor, new_grid: int | tuple[int, int], *, pr
     """
     if not isinstance(table, torch.Tensor) or table.ndim not in (2, 3) or not table.is_floating_point():
         raise TypeError("table must be a floating-point tensor of shape (rows, d) or (1, rows, d)")
+    if not bool(torch.isfinite(table).all()):
+        raise ValueError("table must hold finite numbers, got NaN or infinite values")
     prefix_tokens = check_int("prefix_tokens", prefix_tokens, minimum=0)
     batched = table.ndim == 3
     if batched and table.shape[0] != 1:

@@ -504,3 +504,24 @@ def test_llama4_weightless_qk_norm_after_rope_keeps_scores_relative():
     assert probes.qk_norm_shift_gap("after", weighted=False, tied=True) < 1e-12  # tied is moot without a weight
     with pytest.raises(TypeError, match="weighted"):
         probes.qk_norm_shift_gap("after", weighted=0)
+
+
+# --- reading time (the chapter's introduction) -------------------------------------------
+
+
+def test_reading_time_as_stated():
+    """The introduction's reading time: core about 115 minutes, optional sections about 30
+    (TF32, remapping positions, RoPE as released models use it, QK-norm), exercises about 5."""
+    import json
+    from pathlib import Path
+
+    from posenc.book.analysis import reading_time
+
+    path = Path(__file__).resolve().parents[2] / "notebooks" / "04_rotations.ipynb"
+    t = reading_time(path)
+    for part, minutes in (("core", 115), ("optional", 30), ("exercises", 5)):
+        assert abs(t[part]["minutes"] - minutes) <= 5, (part, t[part])
+    assert abs(t["core"]["words"] - 8400) <= 150 and abs(t["core"]["code_lines"] - 570) <= 10, t["core"]
+    headings = [ln for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "markdown"
+                for ln in "".join(c["source"]).splitlines() if ln.startswith("#") and ln.endswith("(optional)")]
+    assert [h.split()[1] for h in headings] == ["When", "Remapping", "RoPE", "QK-norm"], headings
