@@ -712,7 +712,9 @@ def test_every_public_callable_is_probed():
     assert len(PROBED) >= 100, len(PROBED)
     missing = sorted(_public_callables(SHARED) - PROBED - {"Context", "FitResult", "Summary"})  # returned or handed over, not called by a user
     assert not missing, f"shared callables without a bad-input case in this file: {missing}"
-    newer = sorted(_public_callables() - PROBED)
+    from test_bad_input_ch5_ch8 import CASES as CH5_CH8_CASES  # imports this file: imported here, not at the top
+
+    newer = sorted(_public_callables() - PROBED - {c[0].split()[0] for c in CH5_CH8_CASES})
     if newer:  # chapter functions added after these cases: they carry their own bad-input tests
         warnings.warn(f"posenc.book callables without a case in this file: {newer}", stacklevel=1)
 

@@ -67,23 +67,12 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from freshness import why_not_fresh
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 BUILT = ROOT / "_build" / "html"
-
-
-# Everything the built site is made from: if any is newer than the build, the site tests
-# skip (fail under CI) and ask for a build; no fixture builds the book.
-SOURCE_GLOBS = (
-    "_config.yml",
-    "_toc.yml",
-    "references.bib",
-    "book/**/*.md",
-    "notebooks/*.ipynb",
-    "posenc/**/*.py",
-)
 
 
 CHROMIUM_ARGS = [
@@ -117,18 +106,6 @@ MAX_CHAPTER_BYTES = 2_500_000
 
 
 # ----------------------------------------------------------------------------- helpers
-def _why_not_fresh(html: Path) -> str | None:
-    """None where ``html`` holds a build newer than every source, else why it is not."""
-    index = html / "index.html"
-    if not index.is_file():
-        return f"missing ({index.relative_to(ROOT) if index.is_relative_to(ROOT) else index} does not exist)"
-    built = index.stat().st_mtime
-    newer = [p for pattern in SOURCE_GLOBS for p in ROOT.glob(pattern) if p.is_file() and p.stat().st_mtime > built]
-    if newer:
-        return f"older than {len(newer)} source file(s), e.g. {newer[0].relative_to(ROOT)}"
-    return None
-
-
 def _chromium() -> str | None:
     for name in (os.environ.get("CHROMIUM_PATH"), "chromium", "chromium-browser"):
         if name and (path := shutil.which(name)):
@@ -225,7 +202,7 @@ def site_dir() -> Path:
         html = Path(os.environ["POSENC_SITE_DIR"]).resolve()
         assert (html / "index.html").is_file(), f"POSENC_SITE_DIR={html} has no index.html"
         return html
-    why = _why_not_fresh(BUILT)
+    why = why_not_fresh(BUILT)
     if why is None:
         return BUILT
     message = f"the built site is {why}: run `jupyter-book build . -n -W --keep-going` (README command 1) first"
