@@ -1940,7 +1940,7 @@ def rope_alias_table(offset: int, protocol: GridProtocol | None = None, *, base:
         bos: with a BOS token the trained distances reach ``train_len`` (else ``train_len - 1``).
 
     Returns:
-        One dict per alias, ordered by position: ``pair`` (``i``), ``omega``, ``k``,
+        One dict per alias, in order of position, with ``pair`` (``i``), ``omega``, ``k``,
         ``distance`` (the real alias), ``position`` (the nearest integer distance),
         ``gaps`` (array ``(pairs,)``: every pair's phase gap at ``position``, wrapped to
         ``(-pi, pi]``) and ``trained`` (the distance occurs in training sequences).
@@ -2182,9 +2182,9 @@ def eval_positions(task: str, variant: str, length: int, seed: int, protocol: Gr
     not depend on the scheme; the positions are the randomized scheme's draw).
 
     Returns:
-        ``{"positions": tensor (eval_size, length [+1 with BOS]), "mask": tensor (eval_size,
-        length), the scored task positions, "spacing": the mean gap between consecutive
-        positions of a sequence}``.
+        A dict with ``positions`` (tensor ``(eval_size, length)``, one more column with
+        BOS), ``mask`` (tensor ``(eval_size, length)``, the scored task positions) and
+        ``spacing`` (the mean gap between consecutive positions of a sequence).
 
     Example:
         >>> e = eval_positions("offset_copy", "plain", 16, 0, GridProtocol(eval_size=64))
@@ -2403,12 +2403,13 @@ def t5_bucket_check(model: nn.Module, seed: int, variant: str = "plain", *, prot
     distractors'.
 
     Returns:
-        ``{"bucket" (array (buckets,)), "reached" (bool per bucket: some training distance
-        falls in it), "initial", "trained" (arrays (buckets, heads)), "change" (per bucket,
-        the largest absolute change over heads), "unchanged" (buckets exactly at their
-        initial values), "predicted" (buckets not reached), "bias" (array (heads, 4L): the
-        trained bias at every distance), "new_bias" (per head, the mean bias at distances
-        ``L .. 4L - 1``), "trained_bias" (per head, the bias at every trained distance)}``.
+        A dict with ``bucket`` (array ``(buckets,)``), ``reached`` (bool per bucket, true
+        where some training distance falls in it), ``initial`` and ``trained`` (arrays
+        ``(buckets, heads)``), ``change`` (per bucket, the largest absolute change over
+        heads), ``unchanged`` (buckets exactly at their initial values), ``predicted``
+        (buckets not reached), ``bias`` (array ``(heads, 4L)``, the trained bias at every
+        distance), ``new_bias`` (per head, the mean bias at distances ``L .. 4L - 1``) and
+        ``trained_bias`` (per head, the bias at every trained distance).
 
     Example:
         >>> p = GridProtocol()
