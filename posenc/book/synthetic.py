@@ -32,11 +32,14 @@ labels, written before its rows were read. The analysis reads a results file who
 partial: :func:`grid_coverage` says which groups are missing, :func:`group_table` gives
 every group's verdicts beside its prediction (missing groups marked), and
 :func:`paired_scheme_differences` pairs two schemes seed by seed within a task. The
-mechanism figures (:func:`plot_rope_alias`, :func:`plot_t5_buckets`,
-:func:`plot_sinusoidal_novelty`, :func:`plot_trajectories`, :func:`plot_verdict_heatmap`)
-draw their analytic side (:func:`rope_alias_positions`, :func:`t5_buckets`,
-:func:`sinusoidal_novelty`, :func:`randomized_spacing`, :func:`bos_feature_gap`) beside
-the saved curves, and say on the axes what is missing.
+mechanism checks test each scheme's predicted failure on the saved curves
+(:func:`rope_alias_check`, :func:`sinusoidal_similarity_check`,
+:func:`randomized_seen_check`, :func:`group_horizons`) and on the few trained models of
+``ch6_checkpoints.json`` (:func:`load_checkpoint`; :func:`rope_head_profile`,
+:func:`t5_bucket_check`, :func:`bos_position_probe`), from their analytic side
+(:func:`rope_alias_table`, :func:`t5_buckets`, :func:`sinusoidal_novelty`,
+:func:`randomized_spacing`, :func:`bos_feature_gap`); each has a figure (``plot_*``) that
+draws its dict and says on the axes what is missing.
 """
 
 from __future__ import annotations
@@ -68,7 +71,6 @@ __all__ = [
     "LENGTH_RULE",
     "PHASE_A_GROUPS",
     "PREDICTIONS",
-    "ROPE_OMEGAS",
     "SCHEME_NAMES",
     "VARIANTS",
     "GridProtocol",
@@ -92,10 +94,7 @@ __all__ = [
     "lr_band",
     "paired_scheme_differences",
     "permutation_p",
-    "plot_rope_alias",
     "plot_scheme_curves",
-    "plot_sinusoidal_novelty",
-    "plot_t5_buckets",
     "plot_trajectories",
     "plot_verdict_heatmap",
     "prediction_outcome",
@@ -109,7 +108,6 @@ __all__ = [
     "run_grid_trial",
     "scheme_predictions",
     "score_model",
-    "seen_position_accuracy",
     "sinusoidal_novelty",
     "still_improving",
     "t5_buckets",
@@ -1339,10 +1337,6 @@ def plot_scheme_curves(ax, results: object, task: str, variant: str, *, train_le
 
 # --------------------------------------------------------------------------- mechanisms (analytic) and their figures
 
-#: RoPE's frequencies in the chapter's model (head width 8, base 10,000), 1, 0.1, 0.01 and 0.001 rad per position.
-ROPE_OMEGAS = tuple(10000.0 ** (-2 * i / 8) for i in range(4))
-
-
 def rope_alias_positions(offset: int, max_len: int, *, omega: float = 1.0) -> list[float]:
     """The distances ``offset + 2 pi k / omega`` (``k >= 1``) below ``max_len``: where the pair ``omega`` repeats ``offset``.
 
@@ -1360,13 +1354,14 @@ def rope_alias_positions(offset: int, max_len: int, *, omega: float = 1.0) -> li
     return [offset + k * period for k in range(1, int((max_len - offset) / period) + 1) if offset + k * period < max_len]
 
 
-def rope_template_score(distances: Sequence[int], offset: int, *, omegas: Sequence[float] = ROPE_OMEGAS,
+def rope_template_score(distances: Sequence[int], offset: int, *, omegas: Sequence[float] | None = None,
                         weights: Sequence[float] | None = None) -> np.ndarray:
     """The score a RoPE head tuned to ``offset`` gives distance ``d``: ``sum_i w_i cos(omega_i (d - offset)) / sum_i w_i``.
 
     A query equal to its key rotated by ``offset`` scores ``cos(omega_i (d - offset))`` in
     pair ``i``; the weights are the pairs' shares of the score. 1 at ``d = offset`` and
-    wherever every weighted pair's phase gap is a multiple of ``2 pi``.
+    wherever every weighted pair's phase gap is a multiple of ``2 pi``. ``omegas`` defaults
+    to the chapter model's frequencies, :func:`rope_omegas` (1, 0.1, 0.01, 0.001).
 
     Example:
         >>> s = rope_template_score([3, 9, 41], 3, weights=[1, 0, 0, 0])
@@ -1375,8 +1370,8 @@ def rope_template_score(distances: Sequence[int], offset: int, *, omegas: Sequen
     """
     d = as_finite_array("distances", distances, ndim=1)
     offset = check_int("offset", offset, minimum=0)
-    w = np.ones(len(omegas)) if weights is None else as_finite_array("weights", weights, ndim=1)
-    om = as_finite_array("omegas", omegas, ndim=1)
+    om = rope_omegas() if omegas is None else as_finite_array("omegas", omegas, ndim=1)
+    w = np.ones(len(om)) if weights is None else as_finite_array("weights", weights, ndim=1)
     if w.shape != om.shape or w.sum() <= 0:
         raise ValueError(f"weights must be one non-negative number per omega with a positive sum, got {w.tolist()}")
     return (w[None, :] * np.cos(om[None, :] * (d[:, None] - offset))).sum(axis=1) / w.sum()
@@ -1483,117 +1478,6 @@ def group_curves(results: object, task: str, scheme: str, variant: str, *, check
 
 def _note(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=9, wrap=True)
-
-
-def _curves_panel(ax, results, task, scheme, variant, *, train_len=16, floor=None, color=None, label=None):
-    got = group_curves(results, task, scheme, variant)
-    if got["missing"]:
-        _note(ax, got["missing"])
-        return got
-    x = np.arange(got["curves"].shape[1])
-    for c in got["curves"]:
-        ax.plot(x, c, color=color or "#1f77b4", linewidth=0.6, alpha=0.35)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # positions scored by no trial
-        ax.plot(x, np.nanmean(got["curves"], axis=0), color=color or "#1f77b4", linewidth=1.6, label=label)
-    ax.axvline(train_len - 0.5, color="black", linewidth=0.8, linestyle="--")
-    if floor is not None:
-        ax.axhline(floor, color="gray", linewidth=0.8, linestyle=":")
-    ax.set_ylim(-0.02, 1.05)
-    ax.set_xlabel("position")
-    return got
-
-
-def plot_rope_alias(ax, results: object, task: str = "offset_copy", variant: str = "plain", *, train_len: int = 16) -> dict:
-    """RoPE's accuracy by position at 4x (each fitting trial, and their mean) with the fast pair's alias distances marked.
-
-    Returns the :func:`group_curves` dict plus ``"alias"`` (the marked positions) and
-    ``"horizons"`` (per trial). A missing group is said on the axes and in ``"missing"``.
-    """
-    check_axes("ax", ax)
-    offset = {"offset_copy": 3, "long_offset_copy": 10}.get(task)
-    if offset is None:
-        raise ValueError(f"task must be 'offset_copy' or 'long_offset_copy' (a fixed distance), got {task!r}")
-    got = _curves_panel(ax, results, task, "rope", variant, train_len=train_len,
-                        floor=task_floors(task)["beyond_4x"], color="#d62728", label="RoPE")
-    alias = rope_alias_positions(offset, 64)
-    for a in alias:
-        ax.axvline(a, color="#d62728", linewidth=0.7, linestyle=":", alpha=0.8)
-    ax.set_ylabel("accuracy")
-    ax.set_title(f"{task.replace('_', ' ')}, {variant}: aliases {offset} + 2\u03c0k", fontsize=10)
-    got["alias"] = alias
-    got["horizons"] = [horizon(c, train_len) for c in got["curves"]]
-    return got
-
-
-def plot_t5_buckets(ax, results: object, task: str = "offset_copy", variant: str = "plain", *, train_len: int = 16) -> dict:
-    """T5's accuracy by position at 4x, shaded where the distance back to the sequence's start falls in untrained buckets.
-
-    The distances past ``train_len`` fall in buckets 16-26, never trained (they keep their
-    initial bias); the shading marks positions ``>= train_len``, where the key at distance
-    ``t`` is in such a bucket. Returns the :func:`group_curves` dict and ``"untrained"``.
-    """
-    check_axes("ax", ax)
-    b = t5_buckets(64, train_len, bos=variant == "bos")
-    got = _curves_panel(ax, results, task, "t5", variant, train_len=train_len,
-                        floor=task_floors(task)["beyond_4x"], color="#9467bd", label="T5")
-    untrained = sorted(set(b["bucket"][~b["trained"]].tolist()))
-    first = int(b["distance"][~b["trained"]].min())
-    ax.axvspan(first - 0.5, 63.5, color="#9467bd", alpha=0.08)
-    ax.set_ylabel("accuracy")
-    ax.set_title(f"T5, {task.replace('_', ' ')}, {variant}: buckets {untrained[0]}-{untrained[-1]} untrained", fontsize=10)
-    got["untrained"] = untrained
-    return got
-
-
-def plot_sinusoidal_novelty(ax, results: object, task: str = "far_retrieve", variant: str = "plain", *,
-                            train_len: int = 16) -> dict:
-    """The sinusoidal model's accuracy by position at 4x beside its encoding's similarity to the trained positions.
-
-    Returns the :func:`group_curves` dict, ``"similarity"`` and ``"correlation"`` (of the
-    mean accuracy with the similarity over the new positions; ``nan`` when missing).
-    """
-    check_axes("ax", ax)
-    sim = sinusoidal_novelty(64, train_len + int(variant == "bos"))
-    got = _curves_panel(ax, results, task, "sinusoidal", variant, train_len=train_len, color="#2ca02c",
-                        label="accuracy", floor=task_floors(task)["beyond_4x"])
-    ax.plot(np.arange(64), sim, color="black", linewidth=1.0, linestyle="-.", label="similarity to trained")
-    got["similarity"] = sim
-    got["correlation"] = math.nan
-    if not got["missing"]:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            mean = np.nanmean(got["curves"], axis=0)
-        new = np.arange(len(mean)) >= train_len
-        ok = new & ~np.isnan(mean)
-        got["correlation"] = float(np.corrcoef(mean[ok], sim[: len(mean)][ok])[0, 1]) if ok.sum() > 2 else math.nan
-    ax.set_title(f"sinusoidal, {task.replace('_', ' ')}, {variant}", fontsize=10)
-    ax.legend(loc="lower left", fontsize=9)
-    return got
-
-
-def seen_position_accuracy(results: object, task: str, variant: str, scheme: str = "randomized", *,
-                           train_len: int = 16) -> dict:
-    """Accuracy at the positions seen in training (``< train_len``) inside the 4x sequences, against ``acc_1x``.
-
-    For randomized positions the spacing of a 64-token sequence is not the one trained, so
-    even seen positions can fail. Returns ``{"seen_4x", "acc_1x", "trials", "missing"}``
-    (per-trial arrays over the fitting seeds).
-
-    Example:
-        >>> seen_position_accuracy({"rows": []}, "offset_copy", "bos")["missing"]
-        'offset_copy / randomized / bos is not in the results file yet'
-    """
-    got = group_curves(results, task, scheme, variant)
-    if got["missing"]:
-        return {"seen_4x": np.zeros(0), "acc_1x": np.zeros(0), "trials": [], "missing": got["missing"]}
-    rows = {(r["seed"], r["lr"]): r for r in _rows(results) if (r["task"], r["scheme"], r["variant"]) ==
-            (task, scheme, variant) and r.get("checkpoint") == "best"}
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        seen = np.nanmean(got["curves"][:, :train_len], axis=1)
-    return {"seen_4x": seen, "acc_1x": np.array([rows[t]["acc_1x"] for t in got["trials"]]),
-            "trials": got["trials"], "missing": None}
 
 
 def plot_trajectories(ax, results: object, task: str, scheme: str, variant: str, *, key: str = "beyond_4x") -> dict:
@@ -1858,8 +1742,8 @@ def rope_extended_score(distances: Sequence[int], offset: int, method: str, *, f
     """
     d = as_finite_array("distances", distances, ndim=1)
     offset = check_int("offset", offset, minimum=0)
-    trained = np.array(ROPE_OMEGAS)
-    new = rope_extended_frequencies(method, factor, original, head_dim=2 * len(ROPE_OMEGAS))
+    trained = rope_omegas()
+    new = rope_extended_frequencies(method, factor, original, head_dim=2 * len(trained))
     w = np.ones(len(trained)) if weights is None else as_finite_array("weights", weights, ndim=1)
     if w.shape != trained.shape or w.sum() <= 0:
         raise ValueError(f"weights must be one non-negative number per pair with a positive sum, got {w.tolist()}")

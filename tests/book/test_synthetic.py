@@ -394,19 +394,16 @@ def test_mechanism_figures_draw_on_partial_and_empty_files():
     data, empty = _fake_results(), {"rows": []}
     fig, axes = plt.subplots(2, 6)
     try:
-        got = S.plot_rope_alias(axes[0, 0], data)
-        assert got["missing"] is None and got["horizons"] == [41] * 12 and round(got["alias"][5]) == 41
-        assert "not in the results file" in S.plot_rope_alias(axes[1, 0], empty)["missing"]
-        assert S.plot_t5_buckets(axes[0, 1], empty)["untrained"] == list(range(16, 27))
-        assert S.plot_sinusoidal_novelty(axes[0, 2], empty)["missing"]
+        got = S.plot_alias_check(axes[0, 0], S.rope_alias_check(data))
+        assert got["drops"] == [[41]] * 12 and 41 in got["aliases"]
+        assert "not in the results file" in S.plot_alias_check(axes[1, 0], S.rope_alias_check(empty))["title"]
+        assert S.plot_similarity_check(axes[0, 2], S.sinusoidal_similarity_check(empty))["x"].size == 0
         assert S.plot_trajectories(axes[0, 3], data, "offset_copy", "rope", "plain")["missing"] is None
         assert S.plot_trajectories(axes[1, 3], empty, "offset_copy", "rope", "plain")["missing"]
         h = S.plot_verdict_heatmap(axes[0, 4], S.group_table(data), "plain")
         assert len(h["missing"]) == 47 and h["values"][0, S.GRID_SCHEMES.index("shaw")] == 1.0
-        seen = S.seen_position_accuracy(data, "offset_copy", "plain", scheme="rope")
-        assert seen["missing"] is None and np.allclose(seen["seen_4x"], 1.0)
         with pytest.raises(ValueError, match="task"):
-            S.plot_rope_alias(axes[0, 5], data, task="far_retrieve")
+            S.rope_alias_check(data, task="far_retrieve")
         with pytest.raises(TypeError, match="ax"):
             S.plot_trajectories("ax", data, "offset_copy", "rope", "plain")
     finally:

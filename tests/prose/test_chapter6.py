@@ -320,18 +320,33 @@ def test_glued_prediction_counts_are_those_of_the_results_file():
     assert int(_glued("n-not-fit")) == sum(r["fit_label"] == "fails" for r in done)
 
 
-def test_rope_falls_at_its_first_unseen_aliases():
-    """Offset copy (distance 3): the horizon lies at the aliases 40.7 and 47.0 in most trials; long offset copy
-    (distance 10): its first alias 16.3 is new, so it falls at position 16."""
+def _check(name, *args):
+    """One of synthetic's mechanism checks on the results file, skipped while its group is missing."""
+    got = getattr(synthetic, name)(_v2()[0], *args)
+    if got["missing"]:
+        pytest.skip(got["missing"])
+    return got
+
+
+def test_rope_falls_at_its_untrained_aliases():
+    """Offset copy (distance 3): every fitting trial falls at the alias 41 and only at aliases in most, none before
+    35; long offset copy (distance 10): its first alias 16.3 is new, so every trial falls at 16."""
     import numpy as np
 
     assert [round(a, 1) for a in synthetic.rope_alias_positions(3, 64)[5:7]] == [40.7, 47.0]
-    horizons = [synthetic.horizon(c, 16) for v in VARIANTS for c in _curves("offset_copy", "rope", v)]
-    inside = sum(40 <= h <= 48 for h in horizons)
-    assert len(horizons) >= 12 and inside >= 0.75 * len(horizons)
-    assert _glued("rope-h-40-48") == f"{inside} of {len(horizons)}"
-    long_h = [synthetic.horizon(c, 16) for c in _curves("long_offset_copy", "rope", "plain")]
-    assert long_h and all(h == 16 for h in long_h)
+    for variant, key in (("plain", "alias"), ("bos", "alias-bos")):
+        c = _check("rope_alias_check", "offset_copy", variant)
+        assert c["n"] >= 10 and c["k"] >= 0.75 * c["n"] and c["chance"] < 0.2
+        assert not any(t < 35 for d in c["drops"] for t in d)
+        assert _glued(f"rope-{key}-matched") == f"{c['k']}/{c['n']}"
+        assert _glued(f"rope-{key}-drops") == ", ".join(f"{t} in {k}/{c['n']}" for t, k in c["counts"].items())
+    plain = _check("rope_alias_check", "offset_copy", "plain")
+    assert plain["counts"][41] == plain["n"] and int(_glued("rope-early")) == 0
+    assert _glued("rope-chance") == f"{plain['chance']:.2f}"
+    for variant, key in (("plain", "long"), ("bos", "long-bos")):
+        c = _check("rope_alias_check", "long_offset_copy", variant)
+        assert c["n"] >= 10 and c["counts"] == {16: c["n"]}
+        assert _glued(f"rope-{key}-drops") == f"16 in {c['n']}/{c['n']}"
     # fixed retrieve: a trough between 20 and 40, then the 0.1 pair turns back
     mean = _nanmean(_curves("fixed_retrieve", "rope", "plain"))
     assert np.nanmin(mean[20:40]) < 0.2 and np.nanmean(mean[58:]) > 0.7
@@ -339,34 +354,51 @@ def test_rope_falls_at_its_first_unseen_aliases():
     assert row["beyond_4x"] > row["beyond_2x"]
 
 
-def test_t5_declines_gradually_and_the_sinusoidal_model_follows_its_similarity():
-    import matplotlib
+def test_trained_models_show_the_mechanisms():
+    """The kept trials: RoPE's heads predict the fall at 41 (not at 16-34), T5's unreached buckets keep their initial
+    values, NoPE + BOS carries 1/(t+2) (read past the length only where the task holds)."""
+    load = synthetic.load_checkpoint
+    prof = synthetic.rope_head_profile(load("offset_copy", "rope", "plain")["model"])
+    assert prof["predicted_drop"] == 41 == int(_glued("head-drop"))
+    quiet = [a for a, r in zip(prof["aliases"], prof["rivals"]) if not r]
+    assert quiet == [16, 22, 28, 34] and _glued("head-quiet") == "16, 22, 28, 34"
+    t5 = synthetic.t5_bucket_check(load("offset_copy", "t5", "plain")["model"], 0)
+    assert t5["unchanged"] == t5["predicted"] == list(range(16, 32)) and _glued("t5-kept") == "16-31"
+    assert float(_glued("t5-new-bias")) < 0.1 < float(_glued("t5-target-bias"))
+    assert float(_glued("t5-other-bias")) < -0.5
+    probes = {name: synthetic.bos_position_probe(load(task, "none", "bos")["model"], task)
+              for task, name in (("far_retrieve", "far"), ("offset_copy", "offset"))}
+    for name, probe in probes.items():
+        assert probe["r2_seen"] > 0.99 and _glued(f"probe-{name}-r2") == f"{probe['r2_seen']:.3f}"
+        assert int(_glued(f"probe-{name}-resolution")) == probe["resolution"]
+    assert probes["far"]["resolution"] >= 28 and probes["far"]["r2_new"] > 0.5
+    assert probes["offset"]["resolution"] == 16 and probes["offset"]["r2_new"] < 0
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def test_t5_declines_gradually_and_the_sinusoidal_model_follows_its_similarity():
     import numpy as np
 
     for task in ("offset_copy", "long_offset_copy"):
         drop = np.nanmax(-np.diff(_nanmean(_curves(task, "t5", "plain"))[15:]))
         assert drop < 0.2, task
-    fig, ax = plt.subplots()
-    try:
-        got = synthetic.plot_sinusoidal_novelty(ax, _v2()[0], "far_retrieve", "plain")
-    finally:
-        plt.close(fig)
-    if got["missing"]:
-        pytest.skip(got["missing"])
-    assert got["correlation"] > 0.3
-    assert _glued("sin-corr") == f"{got['correlation']:.2f}"
+    for variant, key in (("plain", "similarity"), ("bos", "similarity-bos")):
+        c = _check("sinusoidal_similarity_check", "far_retrieve", variant)
+        assert c["positive"] == c["n"] >= 10 and c["interval"][0] > 0.3
+        lo, hi = c["interval"]
+        assert _glued(f"sin-{key}") == f"{c['mean']:.2f} [{lo:.2f}, {hi:.2f}]"
+        assert _glued(f"sin-{key}-positive") == f"{c['n']}/{c['n']}"
 
 
 def test_randomized_positions_fail_at_positions_they_saw():
-    import numpy as np
-
-    s = synthetic.seen_position_accuracy(_v2()[0], "offset_copy", "bos")
-    if s["missing"]:
-        pytest.skip(s["missing"])
-    assert np.mean(s["seen_4x"]) < np.mean(s["acc_1x"]) - 0.2
+    """Offset copy + BOS loses its seen indices as the spacing shrinks; fixed retrieve + BOS does not."""
+    c = _check("randomized_seen_check", "offset_copy", "bos")
+    assert c["below"] == c["n"] >= 5 and c["mean"][2] < c["mean"][1] < c["mean"][0] - 0.1
+    assert _glued("rand-seen") == " / ".join(f"{m:.2f}" for m in c["mean"])
+    assert _glued("rand-below") == f"{c['n']}/{c['n']}"
+    fixed = _check("randomized_seen_check", "fixed_retrieve", "bos")
+    assert fixed["mean"].min() > 0.95 and _glued("rand-fixed") == f"{fixed['mean'].min():.3f}"
+    spacing = synthetic.randomized_seen_check(_v2()[0], "offset_copy", "plain")["spacing"]
+    assert _glued("spacing") == " / ".join(f"{s:.2f}" for s in spacing) == "15.06 / 7.78 / 3.95"
 
 
 def test_best_claims_and_the_heat_table():
