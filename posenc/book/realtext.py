@@ -551,6 +551,11 @@ def extension_scaling(method: str, factor: float, original: int) -> dict | None:
     return extension(check_choice("method", method, EXTENSIONS), factor, original)
 
 
+def _check_rope(model) -> None:
+    if getattr(model, "scheme", None) != "rope":
+        raise ValueError(f"model must be a PositionalTransformer with scheme='rope', got {getattr(model, 'scheme', model)!r}")
+
+
 @contextlib.contextmanager
 def with_rotary_scaling(model: PositionalTransformer, scaling: dict | None) -> Iterator[PositionalTransformer]:
     """Within the block, ``model``'s rotary module is one with ``scaling`` (weights unchanged).
@@ -565,8 +570,7 @@ def with_rotary_scaling(model: PositionalTransformer, scaling: dict | None) -> I
     """
     from ..rotary import RotaryEmbedding
 
-    if getattr(model, "scheme", None) != "rope":
-        raise ValueError(f"model must be a PositionalTransformer with scheme='rope', got {getattr(model, 'scheme', model)!r}")
+    _check_rope(model)
     original = model.positional
     model.positional = RotaryEmbedding(original.head_dim, layout=original.layout, base=original.base, scaling=scaling)
     try:
@@ -601,8 +605,7 @@ def fine_tune(
     """
     from ..rotary import RotaryEmbedding
 
-    if getattr(model, "scheme", None) != "rope":
-        raise ValueError(f"model must be a PositionalTransformer with scheme='rope', got {getattr(model, 'scheme', model)!r}")
+    _check_rope(model)
     length = check_int("length", length)
     steps = check_int("steps", steps)
     tuned = copy.deepcopy(model)
@@ -622,26 +625,23 @@ def fine_tune_extension(
     train_ids: torch.Tensor,
     val_ids: torch.Tensor,
     config: TextConfig,
-    *,
-    seed: int,
-    steps: int,
-    lr: float = 1e-3,
-    batch_size: int | None = None,
+    **fine_tune_keywords,
 ) -> tuple[PositionalTransformer, dict]:
     """A copy of a trained RoPE model fine-tuned at ``factor * L`` with an extension's scaling.
 
     The copy's rotary module uses ``extension_scaling(method, factor, L)`` (for
     ``"dynamic_ntk"`` the factor is then reached at the fine-tuning length), and it is
-    trained by :func:`fine_tune` for ``steps`` steps on windows of ``factor * L``
-    characters with the same number of characters per step as the main training
-    (``batch_size`` defaults to ``config.batch_size // factor``, at least 1).
+    trained by :func:`fine_tune` (``fine_tune_keywords``: its ``seed``, ``steps``, ``lr``
+    and ``batch_size``) on windows of ``factor * L`` characters with the same number of
+    characters per step as the main training (``batch_size`` defaults to
+    ``config.batch_size // factor``, at least 1).
     """
-    if getattr(model, "scheme", None) != "rope":
-        raise ValueError(f"model must be a PositionalTransformer with scheme='rope', got {getattr(model, 'scheme', model)!r}")
+    _check_rope(model)
     factor = check_int("factor", factor, minimum=2)
-    batch_size = max(1, config.batch_size // factor) if batch_size is None else check_int("batch_size", batch_size)
+    if fine_tune_keywords.get("batch_size") is None:
+        fine_tune_keywords["batch_size"] = max(1, config.batch_size // factor)
     return fine_tune(model, extension_scaling(method, factor, config.train_len), factor * config.train_len,
-                     train_ids, val_ids, config, seed=seed, steps=steps, lr=lr, batch_size=batch_size)
+                     train_ids, val_ids, config, **fine_tune_keywords)
 
 
 @torch.no_grad()
