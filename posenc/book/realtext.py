@@ -78,6 +78,8 @@ __all__ = [
     "ngram_bits",
     "paired_bpc",
     "repeat_spans",
+    "rope_break",
+    "t5_first_untrained",
     "scored_text",
     "train_lm_pack",
     "variant_name",
@@ -731,9 +733,10 @@ def bpc_summary(saved: dict, *, extension: str | None = None, finetune_len: int 
 # test split against count models, with the context each model uses measured directly.
 
 #: The grid's variants, each a pair of scheme and T5 maximum distance (None for the other
-#: schemes). T5 runs at a maximum distance equal to L (every bucket trained) and at the
-#: book's default 128.
-GRID_VARIANTS = (("rope", None), ("alibi", None), ("t5", 32), ("t5", 128), ("sinusoidal", None), ("none", None),
+#: schemes). T5 runs at a maximum distance equal to L = 8 (8 buckets, every one trained)
+#: and at the book's default 128 (32 buckets, those from distance 8 on never trained);
+#: :class:`GridConfig` gives T5 ``min(32, t5_max_distance)`` buckets.
+GRID_VARIANTS = (("rope", None), ("alibi", None), ("t5", 8), ("t5", 128), ("sinusoidal", None), ("none", None),
                  ("randomized", None), ("learned", None))
 
 
@@ -765,17 +768,23 @@ class GridConfig(TrialConfig):
     improvement (``stop: "patience"``) or at ``max_steps`` (``stop: "budget"``), and its
     weights are those of its best evaluation.
 
+    The defaults train at ``L = 8`` with 128 windows (1,024 characters) per step: measured
+    on this model (``experiments/README.md``, chapter 7's pilots), its context-use curve
+    is flat beyond about 8 characters when trained at ``L = 16`` or 32, so 8 is the
+    longest ``L`` it uses whole. ``randomized_max_len`` is ``16 L``, the longest input
+    scored.
+
     Attributes:
         repeat_fraction, repeat_span: the positive control of the copy probe: in this
             fraction of the training windows a span of ``repeat_span`` characters is
             copied to a later place in the same window (0: ordinary text).
     """
 
-    train_len: int = 32
+    train_len: int = 8
     d_model: int = 64
     n_heads: int = 4
     n_layers: int = 2
-    batch_size: int = 32
+    batch_size: int = 128
     max_steps: int = 8000
     warmup: int = 200
     lrs: tuple = (2e-3, 4e-3, 8e-3)
@@ -784,9 +793,9 @@ class GridConfig(TrialConfig):
     patience: int = 4
     min_delta: float = 0.005
     val_chars: int = 16384
-    randomized_max_len: int = 512
+    randomized_max_len: int = 128
     repeat_fraction: float = 0.0
-    repeat_span: int = 8
+    repeat_span: int = 3
 
     def validate(self) -> None:
         for name in ("train_len", "d_model", "n_heads", "n_layers", "batch_size", "max_steps", "eval_every",
@@ -807,12 +816,71 @@ class GridConfig(TrialConfig):
                              f"got {self.repeat_span}")
 
     def model(self, scheme: str, vocab_size: int, t5_max_distance: int | None = None) -> PositionalTransformer:
-        """A fresh model (weights from torch's global generator: build it under :func:`seeded`)."""
+        """A fresh model (weights from torch's global generator: build it under :func:`seeded`).
+
+        T5 gets ``min(32, t5_max_distance)`` buckets: T5's 32 from a maximum distance of 32
+        on, and fewer below it (32 buckets need a maximum distance above their 16 exact
+        ones), so that at ``t5_max_distance = train_len`` every bucket is trained.
+        """
         variant_name(scheme, t5_max_distance)
-        kw = {} if t5_max_distance is None else {"t5_max_distance": t5_max_distance}
+        kw = {} if t5_max_distance is None else {"t5_max_distance": t5_max_distance,
+                                                 "t5_num_buckets": min(32, t5_max_distance)}
         return PositionalTransformer(vocab_size, scheme=scheme, d_model=self.d_model, n_heads=self.n_heads,
                                      n_layers=self.n_layers, max_len=self.train_len,
                                      randomized_max_len=self.randomized_max_len, **kw)
+
+
+def rope_break(train_len: int, head_dim: int, *, base: float = 10000.0, scaling: dict | None = None) -> tuple[int, float]:
+    """Where RoPE is predicted to break: the first pair not yet past half a turn within ``train_len`` reaches it.
+
+    With ``ω_i`` the pair frequencies (:func:`posenc.rotary_frequencies`, with ``scaling``
+    for a context extension such as NTK-aware), ``j`` is the first pair with
+    ``ω_j (train_len - 1) < π`` (the fastest pair that never saw the sign of its sine flip
+    in training), and the first distance with a new half-turn is ``π / ω'_j``, with ``ω'``
+    the frequencies under ``scaling`` (the same pair ``j``: which pairs were past half a
+    turn is fixed by training).
+
+    Returns:
+        ``(j, distance)``.
+
+    Example:
+        >>> rope_break(8, 16)                         # chapter 7's grid: pair 1, at L + 2
+        (1, 9.934588265796101)
+        >>> pair, d = rope_break(512, 128); pair, round(d - 512)   # Press et al.'s setting
+        (36, 47)
+    """
+    from ..rotary import rotary_frequencies
+
+    train_len = check_int("train_len", train_len, minimum=2)
+    head_dim = check_int("head_dim", head_dim, minimum=2)
+    omega = rotary_frequencies(head_dim, base=base)
+    past = omega * (train_len - 1) < math.pi
+    if not past.any():
+        raise ValueError(f"train_len={train_len}: every pair of head_dim={head_dim} turns past half a turn within it")
+    j = int(np.argmax(past))
+    scaled = omega if scaling is None else rotary_frequencies(head_dim, base=base, scaling=scaling)
+    return j, float(math.pi / scaled[j])
+
+
+def t5_first_untrained(train_len: int, max_distance: int, num_buckets: int | None = None) -> int | None:
+    """The first distance whose causal T5 bucket no training distance (0 to ``train_len - 1``) reaches.
+
+    ``num_buckets`` defaults to the grid's ``min(32, max_distance)`` (:meth:`GridConfig.model`).
+    ``None`` when every distance up to ``max(16 * train_len, max_distance)`` falls in a trained bucket.
+
+    Example:
+        >>> t5_first_untrained(8, 128), t5_first_untrained(32, 128), t5_first_untrained(8, 8)
+        (8, 35, None)
+    """
+    from ..bias import t5_relative_bucket
+
+    train_len = check_int("train_len", train_len)
+    max_distance = check_int("max_distance", max_distance)
+    n = min(32, max_distance) if num_buckets is None else check_int("num_buckets", num_buckets)
+    distance = torch.arange(max(16 * train_len, max_distance) + 1)
+    buckets = t5_relative_bucket(-distance, bidirectional=False, num_buckets=n, max_distance=max_distance)
+    trained = torch.isin(buckets, buckets[:train_len])
+    return None if bool(trained.all()) else int(distance[~trained][0])
 
 
 def repeat_spans(inputs: torch.Tensor, targets: torch.Tensor, fraction: float, span: int, *,
