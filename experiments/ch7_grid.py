@@ -4,11 +4,13 @@
     python experiments/ch7_grid.py --quick                                                  # a smoke run, nothing saved
 
 Protocol (``experiments/README.md``, chapter 7): :class:`posenc.book.realtext.GridConfig`
-with its defaults (``L = 32``, 2 layers, width 64, 4 heads, batches of 32 windows, Adam
-at a constant rate after 200 warm-up steps, validation every 250 steps, stop after 4
-evaluations without an improvement of more than 0.005 bits, at most 8,000 steps, the
-best checkpoint kept) for each variant of :data:`~posenc.book.realtext.GRID_VARIANTS`
-(T5 at maximum distance 32 and 128). The units, in the order they run:
+with its defaults (``L = 8``, the length at which this model uses its whole context; 2
+layers, width 64, 4 heads, batches of 128 windows = 1,024 characters, Adam at a constant
+rate after 200 warm-up steps, validation every 250 steps, stop after 4 evaluations
+without an improvement of more than 0.005 bits, at most 8,000 steps, the best checkpoint
+kept) for each variant of :data:`~posenc.book.realtext.GRID_VARIANTS` (T5 at maximum
+distance ``L`` and 128). The lengths, contexts, probe distances and bins below follow
+``L``. The units, in the order they run:
 
 1. ``baselines``: the count models (:func:`~posenc.book.realtext.ngram_bits`, 0 to 5
    characters of context) on the scored test characters;
@@ -50,6 +52,7 @@ OUT = DATA_DIR / "realtext_grid.json"
 CACHE = HERE / "results" / ".realtext_models" / "ch7_grid"  # RoPE weights for the ext units (git-ignored; retrained when missing)
 
 CONFIG = rt.GridConfig()
+L_TRAIN = CONFIG.train_len
 QUICK = replace(CONFIG, d_model=16, n_layers=1, max_steps=8, eval_every=4, warmup=2, val_chars=256)
 SEEDS = (0, 1, 2)
 TUNE_SEED = 100
@@ -57,11 +60,12 @@ TUNE_MAX_STEPS = 3000           # the tuning trials: the same rule, capped at 3,
 COPY_SEEDS = (0,)               # the positive control: one seed per variant (the budget)
 LR_TIE = 0.005
 FACTORS = (1, 2, 4, 8, 16)
-CONTEXTS = (1, 2, 4, 8, 16, 32)
+CONTEXTS = tuple(2 ** i for i in range(L_TRAIN.bit_length()) if 2 ** i <= L_TRAIN)   # 1, 2, 4, ..., L
 CONTEXT_EVERY = 4               # the context-use curve on every 4th scored character
-LBP_FACTOR, LBP_BIN = 8, 8      # loss by position at 8L, bins of 8 positions
-PROBE = {"span": 8, "prefix": 8, "n_probes": 256}
-PROBE_DISTANCES = (16, 48, 96, 224)   # 16: the whole window is L; the others beyond L
+LBP_FACTOR, LBP_BIN = 8, max(1, L_TRAIN // 4)   # loss by position at 8L, bins of L/4 positions
+PROBE = {"span": max(3, L_TRAIN // 4), "prefix": L_TRAIN // 4, "n_probes": 256}   # L = 8: span 3, prefix 2
+# windows of L, 2L, 4L and 8L: the first within L, the others beyond
+PROBE_DISTANCES = tuple(m * L_TRAIN - PROBE["span"] - PROBE["prefix"] for m in (1, 2, 4, 8))
 REPEAT_FRACTION = 0.25
 EXT_ZERO_SHOT = ("pi", "ntk", "yarn", "yarn_no_temperature")
 EXT_FINETUNE = (("control_at_L", 1), ("none", 4), ("pi", 4), ("ntk", 4), ("yarn", 4), ("yarn_s8", 4))
@@ -184,16 +188,17 @@ def bpc_rows(model, base: dict, config, lens, *, scaling_for=None) -> list[dict]
     rows = []
     for n in lens:
         for mode in rt.EVAL_MODES:
-            row = {**base, "train_len": config.train_len, "eval_len": n, "mode": mode, "eval_chars": text.count}
+            row = {**base, "train_len": config.train_len, "eval_len": n, "mode": mode}
             try:
                 if scaling_for is None:
                     bits = rt.char_bits(model, text, n, mode=mode)
                 else:
                     with rt.with_rotary_scaling(model, scaling_for(n)):
                         bits = rt.char_bits(model, text, n, mode=mode)
-                row.update(bpc=_r(bits.mean()), block_bpc=_blocks(text.blocks(bits)))
+                # the whole-split scorer: the same text.count characters in every mode and at every n
+                row.update(bpc=_r(bits.mean()), eval_chars=int(bits.size), block_bpc=_blocks(text.blocks(bits)))
             except ValueError as err:  # learned positions beyond their table
-                row.update(bpc=None, error=str(err))
+                row.update(bpc=None, eval_chars=0, error=str(err))
             rows.append(row)
     return rows
 
@@ -343,14 +348,14 @@ def setup(quick: bool) -> None:
 
 
 def quick_plan() -> list[tuple]:
-    return [("baselines",), ("tune", "t5-32"), ("main", "rope"), ("main", "learned"), ("ext", 0), ("copy", "alibi")]
+    return [("baselines",), ("tune", rt.variant_name("t5", L_TRAIN)), ("main", "rope"), ("main", "learned"), ("ext", 0), ("copy", "alibi")]
 
 
 EXPERIMENT = Experiment(
     "ch7_grid", OUT, run_unit, plan, protocol=PROTOCOL, quick_plan=quick_plan(), pack=1, setup=setup,
     fingerprint=fingerprint,
     metadata={
-        "description": "Chapter 7's grid (issue 31): 8 variants x 3 seeds at L = 32, per-scheme learning rates, "
+        "description": f"Chapter 7's grid (issue 31): 8 variants x 3 seeds at L = {L_TRAIN}, per-scheme learning rates, "
                        "trained until the validation loss stops falling; whole-test-split scoring with blocks, "
                        "context use, count-model baselines, controlled copy probe, RoPE extensions",
         "command": "OMP_NUM_THREADS=1 nice -n 10 python experiments/ch7_grid.py --max-minutes M --commit",

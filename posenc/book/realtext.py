@@ -78,6 +78,8 @@ __all__ = [
     "ngram_bits",
     "paired_bpc",
     "repeat_spans",
+    "rope_break",
+    "t5_first_untrained",
     "scored_text",
     "train_lm_pack",
     "variant_name",
@@ -551,6 +553,11 @@ def extension_scaling(method: str, factor: float, original: int) -> dict | None:
     return extension(check_choice("method", method, EXTENSIONS), factor, original)
 
 
+def _check_rope(model) -> None:
+    if getattr(model, "scheme", None) != "rope":
+        raise ValueError(f"model must be a PositionalTransformer with scheme='rope', got {getattr(model, 'scheme', model)!r}")
+
+
 @contextlib.contextmanager
 def with_rotary_scaling(model: PositionalTransformer, scaling: dict | None) -> Iterator[PositionalTransformer]:
     """Within the block, ``model``'s rotary module is one with ``scaling`` (weights unchanged).
@@ -565,8 +572,7 @@ def with_rotary_scaling(model: PositionalTransformer, scaling: dict | None) -> I
     """
     from ..rotary import RotaryEmbedding
 
-    if getattr(model, "scheme", None) != "rope":
-        raise ValueError(f"model must be a PositionalTransformer with scheme='rope', got {getattr(model, 'scheme', model)!r}")
+    _check_rope(model)
     original = model.positional
     model.positional = RotaryEmbedding(original.head_dim, layout=original.layout, base=original.base, scaling=scaling)
     try:
@@ -601,8 +607,7 @@ def fine_tune(
     """
     from ..rotary import RotaryEmbedding
 
-    if getattr(model, "scheme", None) != "rope":
-        raise ValueError(f"model must be a PositionalTransformer with scheme='rope', got {getattr(model, 'scheme', model)!r}")
+    _check_rope(model)
     length = check_int("length", length)
     steps = check_int("steps", steps)
     tuned = copy.deepcopy(model)
@@ -622,26 +627,23 @@ def fine_tune_extension(
     train_ids: torch.Tensor,
     val_ids: torch.Tensor,
     config: TextConfig,
-    *,
-    seed: int,
-    steps: int,
-    lr: float = 1e-3,
-    batch_size: int | None = None,
+    **fine_tune_keywords,
 ) -> tuple[PositionalTransformer, dict]:
     """A copy of a trained RoPE model fine-tuned at ``factor * L`` with an extension's scaling.
 
     The copy's rotary module uses ``extension_scaling(method, factor, L)`` (for
     ``"dynamic_ntk"`` the factor is then reached at the fine-tuning length), and it is
-    trained by :func:`fine_tune` for ``steps`` steps on windows of ``factor * L``
-    characters with the same number of characters per step as the main training
-    (``batch_size`` defaults to ``config.batch_size // factor``, at least 1).
+    trained by :func:`fine_tune` (``fine_tune_keywords``: its ``seed``, ``steps``, ``lr``
+    and ``batch_size``) on windows of ``factor * L`` characters with the same number of
+    characters per step as the main training (``batch_size`` defaults to
+    ``config.batch_size // factor``, at least 1).
     """
-    if getattr(model, "scheme", None) != "rope":
-        raise ValueError(f"model must be a PositionalTransformer with scheme='rope', got {getattr(model, 'scheme', model)!r}")
+    _check_rope(model)
     factor = check_int("factor", factor, minimum=2)
-    batch_size = max(1, config.batch_size // factor) if batch_size is None else check_int("batch_size", batch_size)
+    if fine_tune_keywords.get("batch_size") is None:
+        fine_tune_keywords["batch_size"] = max(1, config.batch_size // factor)
     return fine_tune(model, extension_scaling(method, factor, config.train_len), factor * config.train_len,
-                     train_ids, val_ids, config, seed=seed, steps=steps, lr=lr, batch_size=batch_size)
+                     train_ids, val_ids, config, **fine_tune_keywords)
 
 
 @torch.no_grad()
@@ -731,9 +733,10 @@ def bpc_summary(saved: dict, *, extension: str | None = None, finetune_len: int 
 # test split against count models, with the context each model uses measured directly.
 
 #: The grid's variants, each a pair of scheme and T5 maximum distance (None for the other
-#: schemes). T5 runs at a maximum distance equal to L (every bucket trained) and at the
-#: book's default 128.
-GRID_VARIANTS = (("rope", None), ("alibi", None), ("t5", 32), ("t5", 128), ("sinusoidal", None), ("none", None),
+#: schemes). T5 runs at a maximum distance equal to L = 8 (8 buckets, every one trained)
+#: and at the book's default 128 (32 buckets, those from distance 8 on never trained);
+#: :class:`GridConfig` gives T5 ``min(32, t5_max_distance)`` buckets.
+GRID_VARIANTS = (("rope", None), ("alibi", None), ("t5", 8), ("t5", 128), ("sinusoidal", None), ("none", None),
                  ("randomized", None), ("learned", None))
 
 
@@ -765,17 +768,23 @@ class GridConfig(TrialConfig):
     improvement (``stop: "patience"``) or at ``max_steps`` (``stop: "budget"``), and its
     weights are those of its best evaluation.
 
+    The defaults train at ``L = 8`` with 128 windows (1,024 characters) per step: measured
+    on this model (``experiments/README.md``, chapter 7's pilots), its context-use curve
+    is flat beyond about 8 characters when trained at ``L = 16`` or 32, so 8 is the
+    longest ``L`` it uses whole. ``randomized_max_len`` is ``16 L``, the longest input
+    scored.
+
     Attributes:
         repeat_fraction, repeat_span: the positive control of the copy probe: in this
             fraction of the training windows a span of ``repeat_span`` characters is
             copied to a later place in the same window (0: ordinary text).
     """
 
-    train_len: int = 32
+    train_len: int = 8
     d_model: int = 64
     n_heads: int = 4
     n_layers: int = 2
-    batch_size: int = 32
+    batch_size: int = 128
     max_steps: int = 8000
     warmup: int = 200
     lrs: tuple = (2e-3, 4e-3, 8e-3)
@@ -784,9 +793,9 @@ class GridConfig(TrialConfig):
     patience: int = 4
     min_delta: float = 0.005
     val_chars: int = 16384
-    randomized_max_len: int = 512
+    randomized_max_len: int = 128
     repeat_fraction: float = 0.0
-    repeat_span: int = 8
+    repeat_span: int = 3
 
     def validate(self) -> None:
         for name in ("train_len", "d_model", "n_heads", "n_layers", "batch_size", "max_steps", "eval_every",
@@ -807,12 +816,71 @@ class GridConfig(TrialConfig):
                              f"got {self.repeat_span}")
 
     def model(self, scheme: str, vocab_size: int, t5_max_distance: int | None = None) -> PositionalTransformer:
-        """A fresh model (weights from torch's global generator: build it under :func:`seeded`)."""
+        """A fresh model (weights from torch's global generator: build it under :func:`seeded`).
+
+        T5 gets ``min(32, t5_max_distance)`` buckets: T5's 32 from a maximum distance of 32
+        on, and fewer below it (32 buckets need a maximum distance above their 16 exact
+        ones), so that at ``t5_max_distance = train_len`` every bucket is trained.
+        """
         variant_name(scheme, t5_max_distance)
-        kw = {} if t5_max_distance is None else {"t5_max_distance": t5_max_distance}
+        kw = {} if t5_max_distance is None else {"t5_max_distance": t5_max_distance,
+                                                 "t5_num_buckets": min(32, t5_max_distance)}
         return PositionalTransformer(vocab_size, scheme=scheme, d_model=self.d_model, n_heads=self.n_heads,
                                      n_layers=self.n_layers, max_len=self.train_len,
                                      randomized_max_len=self.randomized_max_len, **kw)
+
+
+def rope_break(train_len: int, head_dim: int, *, base: float = 10000.0, scaling: dict | None = None) -> tuple[int, float]:
+    """Where RoPE is predicted to break: the first pair not yet past half a turn within ``train_len`` reaches it.
+
+    With ``ω_i`` the pair frequencies (:func:`posenc.rotary_frequencies`, with ``scaling``
+    for a context extension such as NTK-aware), ``j`` is the first pair with
+    ``ω_j (train_len - 1) < π`` (the fastest pair that never saw the sign of its sine flip
+    in training), and the first distance with a new half-turn is ``π / ω'_j``, with ``ω'``
+    the frequencies under ``scaling`` (the same pair ``j``: which pairs were past half a
+    turn is fixed by training).
+
+    Returns:
+        ``(j, distance)``.
+
+    Example:
+        >>> rope_break(8, 16)                         # chapter 7's grid: pair 1, at L + 2
+        (1, 9.934588265796101)
+        >>> pair, d = rope_break(512, 128); pair, round(d - 512)   # Press et al.'s setting
+        (36, 47)
+    """
+    from ..rotary import rotary_frequencies
+
+    train_len = check_int("train_len", train_len, minimum=2)
+    head_dim = check_int("head_dim", head_dim, minimum=2)
+    omega = rotary_frequencies(head_dim, base=base)
+    past = omega * (train_len - 1) < math.pi
+    if not past.any():
+        raise ValueError(f"train_len={train_len}: every pair of head_dim={head_dim} turns past half a turn within it")
+    j = int(np.argmax(past))
+    scaled = omega if scaling is None else rotary_frequencies(head_dim, base=base, scaling=scaling)
+    return j, float(math.pi / scaled[j])
+
+
+def t5_first_untrained(train_len: int, max_distance: int, num_buckets: int | None = None) -> int | None:
+    """The first distance whose causal T5 bucket no training distance (0 to ``train_len - 1``) reaches.
+
+    ``num_buckets`` defaults to the grid's ``min(32, max_distance)`` (:meth:`GridConfig.model`).
+    ``None`` when every distance up to ``max(16 * train_len, max_distance)`` falls in a trained bucket.
+
+    Example:
+        >>> t5_first_untrained(8, 128), t5_first_untrained(32, 128), t5_first_untrained(8, 8)
+        (8, 35, None)
+    """
+    from ..bias import t5_relative_bucket
+
+    train_len = check_int("train_len", train_len)
+    max_distance = check_int("max_distance", max_distance)
+    n = min(32, max_distance) if num_buckets is None else check_int("num_buckets", num_buckets)
+    distance = torch.arange(max(16 * train_len, max_distance) + 1)
+    buckets = t5_relative_bucket(-distance, bidirectional=False, num_buckets=n, max_distance=max_distance)
+    trained = torch.isin(buckets, buckets[:train_len])
+    return None if bool(trained.all()) else int(distance[~trained][0])
 
 
 def repeat_spans(inputs: torch.Tensor, targets: torch.Tensor, fraction: float, span: int, *,

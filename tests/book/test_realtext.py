@@ -366,9 +366,10 @@ def test_grid_script_writes_rows_and_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr(grid, "SEEDS", (0,))
     monkeypatch.setattr(grid, "FACTORS", (1, 2))
     monkeypatch.setattr(grid, "CONTEXTS", (1, 2))
-    monkeypatch.setattr(grid, "PROBE_DISTANCES", (16, 48))
-    monkeypatch.setattr(grid, "PROBE", {"span": 8, "prefix": 8, "n_probes": 4})
-    plan = [("baselines",), ("tune", "t5-32"), ("main", "t5-32")]
+    monkeypatch.setattr(grid, "PROBE_DISTANCES", grid.PROBE_DISTANCES[:2])
+    monkeypatch.setattr(grid, "PROBE", {**grid.PROBE, "n_probes": 4})
+    t5 = rt.variant_name("t5", grid.L_TRAIN)     # T5 at max distance L
+    plan = [("baselines",), ("tune", t5), ("main", t5)]
     exp = grid.Experiment("ch7_test", tmp_path / "grid.json", grid.run_unit, plan, protocol=grid.PROTOCOL,
                           setup=grid.setup)
     assert exp.main(["--quiet", "--max-minutes", "0.0001"]) == 0   # stops after the first unit
@@ -381,14 +382,16 @@ def test_grid_script_writes_rows_and_resumes(tmp_path, monkeypatch):
     assert saved["provenance"]["commit"] and saved["protocol"] == grid.PROTOCOL
     assert exp.main(["--quiet"]) == 0                                # resumes: the other two units
     saved = read_results(tmp_path / "grid.json")
-    assert [u["key"] for u in saved["units"]] == ["baselines", "tune:t5-32", "main:t5-32"]
+    assert [u["key"] for u in saved["units"]] == ["baselines", f"tune:{t5}", f"main:{t5}"]
     assert len(saved["baselines"]) == 12 and len(saved["tune"]) == 3
     row = saved["rows"][0]
     assert {"scheme", "seed", "train_len", "eval_len", "mode", "bpc", "eval_chars", "t5_max_distance",
-            "block_bpc"} <= set(row) and row["t5_max_distance"] == 32
+            "block_bpc"} <= set(row) and row["t5_max_distance"] == grid.L_TRAIN
+    # the whole-split scorer: every mode and length scores the same 55,296 test characters
+    assert {(r["mode"], r["eval_chars"]) for r in saved["rows"]} == {(m, 55296) for m in rt.EVAL_MODES}
     assert {r["context"] for r in saved["context_use"]} == {1, 2}
     assert {r["condition"] for r in saved["copy_probe"]} == {"text"}
-    assert grid.chosen_lr(saved, "t5-32") == saved["rows"][0]["lr"]
+    assert grid.chosen_lr(saved, t5) == saved["rows"][0]["lr"]
     assert exp.main(["--quiet"]) == 0                                # nothing left: nothing rerun
     assert len(read_results(tmp_path / "grid.json")["units"]) == 3
 
@@ -406,3 +409,32 @@ def test_lr_rule_prefers_the_smaller_rate_within_the_tie():
     assert grid.chosen_lr(saved, "rope") == 1e-3  # a diverged rate is never chosen
     units = grid.plan(saved)
     assert units[:3] == [("baselines",), ("tune", "rope"), ("main", "rope")] and ("ext", 0) in units
+
+
+def test_grid_defaults_are_the_protocol_its_predictions_were_computed_for():
+    """``GridConfig()`` is the protocol of experiments/README.md's chapter-7 predictions (L = 8, written before the data)."""
+    from posenc.rope.scaling import extension
+
+    cfg = rt.GridConfig()
+    L = cfg.train_len
+    assert (L, cfg.batch_size * L, cfg.d_model, cfg.n_heads, cfg.n_layers) == (8, 1024, 64, 4, 2)
+    assert cfg.randomized_max_len == 16 * L and 2 * cfg.repeat_span + 1 <= L
+    assert ("t5", L) in rt.GRID_VARIANTS and ("t5", 128) in rt.GRID_VARIANTS
+    assert cfg.model("t5", 65, L).positional.num_buckets == L
+    assert cfg.model("t5", 65, 128).positional.num_buckets == 32
+    head = cfg.d_model // cfg.n_heads
+    pair, at = rt.rope_break(L, head)
+    assert pair == 1 and at == pytest.approx(9.93, abs=0.01)                    # L + 2
+    ntk = [rt.rope_break(L, head, scaling=extension("ntk", s, L))[1] for s in (2, 4, 8, 16)]
+    assert ntk == pytest.approx([11.0, 12.1, 13.4, 14.8], abs=0.05)
+    assert rt.t5_first_untrained(L, 128) == L and rt.t5_first_untrained(L, L) is None
+    # the rule at the earlier lengths and in Press et al.'s setting (head size 128)
+    assert [rt.rope_break(n, 16)[0] for n in (16, 32, 64)] == [2, 2, 3]
+    assert round(rt.rope_break(64, 16)[1]) == 99 and rt.t5_first_untrained(32, 128) == 35
+    assert [round(rt.rope_break(n, 128)[1]) - n for n in (512, 1024)] == [47, 123]
+    with pytest.raises(ValueError, match="train_len"):
+        rt.rope_break(1, 16)
+    with pytest.raises(ValueError, match="train_len"):
+        rt.rope_break(100_000, 4)
+    with pytest.raises(ValueError, match="max_distance"):
+        rt.t5_first_untrained(8, 0)
