@@ -1048,10 +1048,11 @@ def scheme_differences(
         raise ValueError(f"pairs and sizes must not be empty, got {len(pairs)} pair(s) and {len(sizes)} size(s)")
     condition = check_choice("condition", condition, ("resize", "canvas"))
     threshold = check_positive_float("threshold", threshold)
+    for a, b in pairs:
+        check_choice("pairs", a, VISION_SCHEMES), check_choice("pairs", b, VISION_SCHEMES)
     rows = _grid_rows(rows)
     out = []
     for a, b in pairs:
-        check_choice("pairs", a, VISION_SCHEMES), check_choice("pairs", b, VISION_SCHEMES)
         for size in sizes:
             key = f"{condition}_acc_{check_int('sizes', size)}"
             by_seed = {s: {r["seed"]: _accuracy(r, key) for r in rows if r["scheme"] == s and key in r} for s in (a, b)}

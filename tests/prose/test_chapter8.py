@@ -121,8 +121,9 @@ def test_scheme_differences_labels_follow_the_stated_rule():
             assert d["label"] == "under threshold" and abs(d["mean"]) < vision.CANVAS_THRESHOLD
     with pytest.raises(ValueError, match="pairs"):
         vision.scheme_differences([], [("rope", "none")], [32])
+    one_seed = [{"scheme": s, "seed": 0, "resize_acc_32": 0.5} for s in ("rope_axial", "none")]
     with pytest.raises(ValueError, match="at least 2"):
-        vision.scheme_differences([], [("rope_axial", "none")], [32])
+        vision.scheme_differences(one_seed, [("rope_axial", "none")], [32])
     with pytest.raises(TypeError, match="pairs"):
         vision.scheme_differences([], "rope_axial", [32])
 
