@@ -386,11 +386,19 @@ def make_figures(outdir: Path = FIGURES, only: tuple[str, ...] | None = None) ->
 
 
 def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
-    import matplotlib.pyplot as plt
+    """Save ``fig`` as a PNG reduced to a 256-colour palette (as the chapters' figures are)."""
+    import io
 
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
     plt.close(fig)
+    image = Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
+    image = image.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    image.save(path, format="PNG", optimize=True)
     return path
 
 
