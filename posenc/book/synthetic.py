@@ -2276,6 +2276,12 @@ def _initial_model(scheme: str, variant: str, seed: int, protocol: GridProtocol)
         return protocol.run_config(variant, protocol.lrs[0]).model(scheme)
 
 
+#: how far a T5 bucket may sit from its rebuilt initial value and still count as untouched
+#: (an untrained bucket gets no gradient and stays exactly there; a trained one moves by
+#: 0.5 or more; rebuilding the initial values on a scalar CPU moves them by up to 3e-8)
+T5_INIT_ATOL = 1e-6
+
+
 @torch.no_grad()
 def t5_bucket_check(model: nn.Module, seed: int, variant: str = "plain", *, protocol: GridProtocol | None = None) -> dict:
     """Which of a trained T5 model's buckets moved from their initial values, against the buckets training reaches.
@@ -2290,7 +2296,9 @@ def t5_bucket_check(model: nn.Module, seed: int, variant: str = "plain", *, prot
         A dict with ``bucket`` (array ``(buckets,)``), ``reached`` (bool per bucket, true
         where some training distance falls in it), ``initial`` and ``trained`` (arrays
         ``(buckets, heads)``), ``change`` (per bucket, the largest absolute change over
-        heads), ``unchanged`` (buckets exactly at their initial values), ``predicted``
+        heads), ``unchanged`` (buckets at their initial values, within ``T5_INIT_ATOL``:
+        the initial values are rebuilt, and another CPU's random-number kernels round them
+        differently in the last bits), ``predicted``
         (buckets not reached), ``bias`` (array ``(heads, 4L)``, the trained bias at every
         distance), ``new_bias`` (per head, the mean bias at distances ``L .. 4L - 1``) and
         ``trained_bias`` (per head, the bias at every trained distance).
@@ -2323,7 +2331,7 @@ def t5_bucket_check(model: nn.Module, seed: int, variant: str = "plain", *, prot
     change = np.abs(end - start).max(axis=1)
     by_distance = end[table["bucket"][:longest]].T  # (heads, distances)
     return {"bucket": np.arange(bias.num_buckets), "reached": reached, "initial": start, "trained": end,
-            "change": change, "unchanged": [int(b) for b in np.flatnonzero(change == 0)],
+            "change": change, "unchanged": [int(b) for b in np.flatnonzero(change <= T5_INIT_ATOL)],
             "predicted": [int(b) for b in np.flatnonzero(~reached)], "bias": by_distance,
             "new_bias": by_distance[:, L:].mean(axis=1), "trained_bias": by_distance[:, : L + int(bos)]}
 
