@@ -5,7 +5,7 @@
 
 Protocol (``experiments/README.md``, chapter 7): :class:`posenc.book.realtext.GridConfig`
 with its defaults (``L = 8``, the length at which this model uses its whole context; 2
-layers, width 64, 4 heads, batches of 128 windows = 1,024 characters, Adam at a constant
+layers, width 64, 8 heads of size 8, batches of 128 windows = 1,024 characters, Adam at a constant
 rate after 200 warm-up steps, validation every 250 steps, stop after 4 evaluations
 without an improvement of more than 0.005 bits, at most 8,000 steps, the best checkpoint
 kept) for each variant of :data:`~posenc.book.realtext.GRID_VARIANTS` (T5 at maximum

@@ -771,8 +771,10 @@ class GridConfig(TrialConfig):
     The defaults train at ``L = 8`` with 128 windows (1,024 characters) per step: measured
     on this model (``experiments/README.md``, chapter 7's pilots), its context-use curve
     is flat beyond about 8 characters when trained at ``L = 16`` or 32, so 8 is the
-    longest ``L`` it uses whole. ``randomized_max_len`` is ``16 L``, the longest input
-    scored.
+    longest ``L`` it uses whole. Eight heads of size 8: with four of size 16, ALiBi's
+    slopes (1/4 to 1/256) leave three heads nearly blind to position over a window of 8
+    and its loss rose with context (the second pilot); with eight, its slopes start at 1/2.
+    ``randomized_max_len`` is ``16 L``, the longest input scored.
 
     Attributes:
         repeat_fraction, repeat_span: the positive control of the copy probe: in this
@@ -782,7 +784,7 @@ class GridConfig(TrialConfig):
 
     train_len: int = 8
     d_model: int = 64
-    n_heads: int = 4
+    n_heads: int = 8
     n_layers: int = 2
     batch_size: int = 128
     max_steps: int = 8000
@@ -844,7 +846,7 @@ def rope_break(train_len: int, head_dim: int, *, base: float = 10000.0, scaling:
         ``(j, distance)``.
 
     Example:
-        >>> rope_break(8, 16)                         # chapter 7's grid: pair 1, at L + 2
+        >>> rope_break(8, 16)                         # L = 8, head size 16: pair 1, at L + 2
         (1, 9.934588265796101)
         >>> pair, d = rope_break(512, 128); pair, round(d - 512)   # Press et al.'s setting
         (36, 47)

@@ -417,16 +417,17 @@ def test_grid_defaults_are_the_protocol_its_predictions_were_computed_for():
 
     cfg = rt.GridConfig()
     L = cfg.train_len
-    assert (L, cfg.batch_size * L, cfg.d_model, cfg.n_heads, cfg.n_layers) == (8, 1024, 64, 4, 2)
+    assert (L, cfg.batch_size * L, cfg.d_model, cfg.n_heads, cfg.n_layers) == (8, 1024, 64, 8, 2)
     assert cfg.randomized_max_len == 16 * L and 2 * cfg.repeat_span + 1 <= L
     assert ("t5", L) in rt.GRID_VARIANTS and ("t5", 128) in rt.GRID_VARIANTS
     assert cfg.model("t5", 65, L).positional.num_buckets == L
     assert cfg.model("t5", 65, 128).positional.num_buckets == 32
     head = cfg.d_model // cfg.n_heads
     pair, at = rt.rope_break(L, head)
-    assert pair == 1 and at == pytest.approx(9.93, abs=0.01)                    # L + 2
+    assert head == 8 and pair == 1 and at == pytest.approx(31.42, abs=0.01)     # pi / 0.1: about 4L
     ntk = [rt.rope_break(L, head, scaling=extension("ntk", s, L))[1] for s in (2, 4, 8, 16)]
-    assert ntk == pytest.approx([11.0, 12.1, 13.4, 14.8], abs=0.05)
+    assert ntk == pytest.approx([39.6, 49.9, 62.8, 79.2], abs=0.05)
+    assert rt.rope_break(L, 16)[1] == pytest.approx(9.93, abs=0.01)             # four heads of 16: L + 2
     assert rt.t5_first_untrained(L, 128) == L and rt.t5_first_untrained(L, L) is None
     # the rule at the earlier lengths and in Press et al.'s setting (head size 128)
     assert [rt.rope_break(n, 16)[0] for n in (16, 32, 64)] == [2, 2, 3]
