@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 import posenc
 from posenc.book import results
@@ -143,10 +144,11 @@ def test_early_token_curse_explains_alibis_gain(saved):
 
 
 def test_where_each_scheme_breaks_in_the_long_input(saved):
-    omega = posenc.rotary_frequencies(16)
-    pair = int(np.argmax(2 * np.pi / omega > L))
-    half = math.pi / omega[pair]
-    assert 96 <= half <= 112  # RoPE's slowest partly turned pair reaches pi near position 99
+    pair, half = rt.rope_break(L, 16)  # the first pair not past half a turn within L
+    assert pair == 3 and 96 <= half <= 112  # reaches pi near position 99
+    # the pair repeats a trained angle only from 2 pi / omega - (L - 1) = 136 on
+    wavelength = 2 * math.pi / posenc.rotary_frequencies(16)[pair]
+    assert round(wavelength - (L - 1)) == 136
     for seed in _seeds(saved):
         c, b = _curve(saved, "sinusoidal", seed)
         inside, first_out = c[1 : L // b].mean(), c[L // b]
@@ -211,3 +213,81 @@ def test_no_model_copies(saved):
                 assert run["scheme"] == "learned" and int(d) > L
                 continue
             assert p["second"] > p["first"] + 0.05, (run["scheme"], run["seed"], d)
+
+
+def test_half_turn_rule_in_press_et_al_setting():
+    """The papers table: head size 128, base 10,000, T5 with maximum distance 128."""
+    pair, d = rt.rope_break(512, 128)
+    assert pair == 36 and round(d - 512) == 47  # well short of their k = 200 at L = 512
+    pair, d = rt.rope_break(1024, 128)
+    assert pair == 41 and round(d - 1024) == 123  # close to their k = 100 at L = 1,024
+    # the chapter's old rule (first pair with wavelength > L) broke before L in their setting
+    omega = posenc.rotary_frequencies(128)
+    old = math.pi / omega[int(np.argmax(2 * np.pi / omega > 512))]
+    assert old < 512
+    # at their L every T5 bucket is trained; at this chapter's L = 64 not from distance 67 on
+    assert rt.t5_first_untrained(512, 128, 32) is None and rt.t5_first_untrained(1024, 128, 32) is None
+    t5 = posenc.T5RelativeBias(4, bidirectional=False)
+    assert (t5.num_buckets, t5.max_distance) == (32, 128)
+    assert rt.t5_first_untrained(L, 128, 32) == 67
+
+
+def test_ntk_break_predicted_by_the_half_turn_rule(saved):
+    """NTK-aware with s = n / L: the deciding pair reaches pi beyond 2L at s = 2, inside 4L at s = 4."""
+    d2 = rt.rope_break(L, 16, scaling=rt.extension_scaling("ntk", 2, L))[1]
+    d4 = rt.rope_break(L, 16, scaling=rt.extension_scaling("ntk", 4, L))[1]
+    assert (round(d2), round(d4)) == (134, 180)
+    assert 2 * L < d2 and d4 < 4 * L
+    for seed in _seeds(saved):  # and the data agree: holds at 2L, fails at 4L
+        base = _v(saved, "rope", L, "sliding", seed)
+        assert _v(saved, "rope", 2 * L, "sliding", seed, extension="ntk") < base + 0.3, seed
+        assert _v(saved, "rope", 4 * L, "sliding", seed, extension="ntk") > base + 0.5, seed
+
+
+def test_yarn_and_ntk_at_twice_the_length(saved):
+    """At 2L: within 0.1 bits seed by seed; NTK-aware lower in every seed non-overlapping, YaRN in 2 of 3 sliding."""
+    gaps, ntk_lower_nov, yarn_lower_sld = [], 0, 0
+    for seed in _seeds(saved):
+        for mode in rt.EVAL_MODES:
+            y, k = (_v(saved, "rope", 2 * L, mode, seed, extension=m) for m in ("yarn", "ntk"))
+            gaps.append(abs(y - k))
+            ntk_lower_nov += mode == "nonoverlapping" and k < y
+            yarn_lower_sld += mode == "sliding" and y < k
+    assert max(gaps) < 0.1
+    assert ntk_lower_nov == len(_seeds(saved)) and yarn_lower_sld == 2
+
+
+def test_t5_below_alibi_at_twice_the_length_non_overlapping(saved):
+    """The old "as good" understated it: T5 is lower at 2L (non-overlapping) in every seed."""
+    for seed in _seeds(saved):
+        t5, alibi = (_v(saved, s, 2 * L, "nonoverlapping", seed) for s in ("t5", "alibi"))
+        assert t5 < alibi, seed
+
+
+def test_fine_tune_is_a_tenth_of_the_training(saved):
+    """fine_tune_extension keeps the characters per step: 100 steps x 2 windows of 4L = 10 %."""
+    cfg, ext = saved["protocol"]["config"], saved["protocol"]["extensions"]
+    factor = ext["fine_tune_factor"]
+    ft = ext["fine_tune_steps"] * max(1, cfg["batch_size"] // factor) * factor * L
+    assert ft == 51_200 and round(100 * ft / (cfg["steps"] * cfg["batch_size"] * L)) == 10
+
+
+def test_context_counts_of_non_overlapping_windows():
+    """Target k of a window is the character after input k: mean context (n + 1) / 2, share below c is (c - 1) / n."""
+    seen = []
+
+    class NextChar(torch.nn.Module):
+        """Puts all probability on "previous input + 1": right only if target t follows input t."""
+
+        scheme = "none"
+
+        def forward(self, x):
+            seen.append(x.shape)
+            return 50.0 * torch.nn.functional.one_hot((x + 1) % 65, 65).float()
+
+    n = 8
+    ids = torch.arange(2 * n + 1) % 65
+    assert rt.evaluate_bpc(NextChar(), ids, n) < 1e-6
+    assert seen and all(shape[-1] == n for shape in seen)  # n inputs score n targets
+    contexts = np.arange(1, n + 1)  # so target k is predicted from inputs 1..k
+    assert contexts.mean() == (n + 1) / 2 and (contexts < 4).mean() == (4 - 1) / n
