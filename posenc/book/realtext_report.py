@@ -43,6 +43,7 @@ __all__ = [
     "orderings",
     "plot_break_by_step",
     "plot_context_use",
+    "plot_extension_positions",
     "plot_loss_by_position",
     "training_table",
 ]
@@ -906,6 +907,101 @@ def plot_break_by_step(ax, grid: Mapping, *, seed: int = 0, variants: Sequence[s
     return {"drawn": drawn, "gap": gap, "missing": None, "alt": alt}
 
 
+#: colour and line of each zero-shot extension in :func:`plot_extension_positions`
+_EXT_STYLES = {"pi": {"color": "#1f77b4"}, "ntk": {"color": "#ff7f0e"}, "yarn": {"color": "#2ca02c"},
+               "yarn_no_temperature": {"color": "#2ca02c", "linestyle": "--"}}
+
+
+def plot_extension_positions(ax, grid: Mapping, *, methods: Sequence[str] | None = None) -> dict:
+    """RoPE's zero-shot extensions by position at ``8L`` (mean over seeds), with each one's predicted break.
+
+    One line per method of the ``ext`` units' ``extension_runs`` (scaled for a factor of
+    8), plain RoPE (the main runs) in grey. The predicted break of a method is
+    :func:`~posenc.book.realtext.rope_break` under its scaled frequencies (the pair that
+    never turned past half a turn within ``L``, now slower): NTK-aware moves it by
+    ``s^(2/(d-2))`` per pair index only, a few characters; PI and YaRN divide that pair's
+    frequency by ``s`` and move it past the window. A break inside the window is drawn
+    as a dotted line in the method's colour; ``predicted`` holds every method's distance.
+
+    Returns:
+        ``{"drawn": [methods], "predicted": {method: distance}, "window": int, "missing", "alt"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> from posenc.book.realtext_report import _example_grid
+        >>> fig, ax = plt.subplots()
+        >>> out = plot_extension_positions(ax, _example_grid())
+        >>> out["drawn"], round(out["predicted"]["ntk"], 1), round(out["predicted"]["yarn"], 1)
+        (['ntk', 'yarn'], 13.4, 79.5)
+        >>> plt.close(fig)
+    """
+    from ..rope.scaling import extension
+
+    check_axes("ax", ax)
+    grid = _check_grid(grid)
+    runs = [r for r in grid.get("extension_runs", []) if r.get("zero_shot") and isinstance(r.get("loss_by_position"), Mapping)]
+    known = list(dict.fromkeys([r["zero_shot"] for r in runs] + list((grid["protocol"].get("extensions") or {})
+                                                                       .get("zero_shot", []))))
+    chosen = known if methods is None else list(check_names("methods", methods))
+    bad = [m for m in chosen if m not in known]
+    if bad:
+        raise ValueError(f"methods: {bad[0]!r} is not a zero-shot extension of the grid; choose from {known}")
+    cfg = _config(grid)
+    L, head_dim = int(cfg["train_len"]), int(cfg["d_model"]) // int(cfg["n_heads"])
+    predicted: dict[str, float] = {}
+    drawn: list[str] = []
+    window = None
+    plain = [r["loss_by_position"] for r in grid.get("runs", []) if r.get("variant") == "rope"
+             and isinstance(r.get("loss_by_position"), Mapping)]
+    curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name, lbps in [("plain RoPE", plain)] + [(m, [r["loss_by_position"] for r in runs if r["zero_shot"] == m])
+                                                 for m in chosen]:
+        if not lbps:
+            continue
+        b, size = int(lbps[0]["bin"]), len(lbps[0]["bpc"])
+        mean = np.mean([c["bpc"] for c in lbps if len(c["bpc"]) == size], axis=0)
+        curves[name] = (b * np.arange(size) + (b - 1) / 2, mean)
+        window = int(lbps[0]["length"])
+    factor = next((r.get("factor") for r in runs), 8)
+    for m in chosen:
+        base = m.replace("_no_temperature", "")
+        if base in ("pi", "ntk", "yarn"):
+            predicted[m] = rope_break(L, head_dim, scaling=extension(base, factor, L))[1]
+    if "plain RoPE" in curves:
+        x, y = curves["plain RoPE"]
+        ax.plot(x, y, color="0.6", linewidth=1.3, label="plain RoPE")
+    for m in chosen:
+        if m not in curves:
+            continue
+        x, y = curves[m]
+        style = _EXT_STYLES.get(m, {})
+        ax.plot(x, y, linewidth=1.3, label=m, **style)
+        d = predicted.get(m)
+        if d is not None and window is not None and d < window:
+            ax.axvline(d, color=style.get("color", "gray"), linewidth=1.0, linestyle=":", label=f"{m}: predicted break")
+        drawn.append(m)
+    ax.axvline(L - 0.5, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("position in the window")
+    ax.set_ylabel("bits per character")
+    if not drawn:
+        missing = _missing(grid, "extension_runs") or "no zero-shot extension run of these methods"
+        _note(ax, missing)
+        return {"drawn": [], "predicted": predicted, "window": window, "missing": missing,
+                "alt": f"An empty panel: the extensions by position are {missing}."}
+    inside = [f"{m} at {predicted[m]:.1f}" for m in drawn if m in predicted and predicted[m] < window]
+    outside = [m for m in drawn if m in predicted and predicted[m] >= window]
+    alt = (f"Bits per character at each position of windows of {window} characters for RoPE scaled by a factor "
+           f"{factor:g} without training, one line per method ({', '.join(drawn)})"
+           + (", plain RoPE in grey" if "plain RoPE" in curves else "") + "; "
+           + "; ".join(f"{m} {curves[m][1][: max(1, L // 2)].mean():.2f} at the first positions, "
+                       f"{curves[m][1][-1]:.2f} at the last" for m in drawn) + ".")
+    if inside:
+        alt += " Dotted lines: the predicted breaks, " + ", ".join(inside) + "."
+    if outside:
+        alt += f" Predicted beyond the window: {', '.join(outside)}."
+    return {"drawn": drawn, "predicted": predicted, "window": window, "missing": None, "alt": alt}
+
+
 # --------------------------------------------------------------------------- a small grid for the examples
 
 
@@ -919,7 +1015,7 @@ def _example_grid() -> dict:
                   "units": [{"key": "baselines"}],
                   "baselines": [{"model": "ngram", "context": k, "eval_set": es, "bpc": b + (0.01 if es != "all" else 0),
                                  "block_bpc": [b - 0.05, b + 0.05]} for k, b in enumerate(ngram) for es in ("all", "every_4")],
-                  "rows": [], "context_use": [], "runs": [], "copy_probe": [], "extension_rows": []}
+                  "rows": [], "context_use": [], "runs": [], "copy_probe": [], "extension_rows": [], "extension_runs": []}
     level = {"rope": 2.56, "alibi": 2.66}
     curve = {"rope": [3.66, 3.12, 2.60, 2.57], "alibi": [3.67, 3.13, 2.70, 2.74]}
     for v in level:
@@ -955,4 +1051,6 @@ def _example_grid() -> dict:
             grid["extension_rows"].append({"variant": "rope", "scheme": "rope", "seed": s, "extension": name,
                                            "temperature": name == "yarn", "finetune": ft, "train_len": L,
                                            "eval_len": 4 * L, "mode": "sliding", "bpc": b, "block_bpc": [b - 0.1, b + 0.1]})
+        grid["extension_runs"] += [{"seed": s, "zero_shot": m, "factor": 8, "loss_by_position": {
+            "length": 8 * L, "bin": 2, "bpc": [2.6] * 7 + [2.6 + (m == "ntk")] * 25}} for m in ("ntk", "yarn")]
     return grid

@@ -127,6 +127,10 @@ def make_grid() -> dict:
                                                    "temperature": method == "yarn", "finetune": None, "train_len": L,
                                                    "eval_len": f * L, "mode": mode, "bpc": round(float(b), 4),
                                                    "eval_chars": 55296, "block_bpc": _blocks(b, rng)})
+        for method, cost in zero.items():   # loss by position at 8L, factor 8: NTK breaks at 13.4, inside the window
+            bpc = [2.55 + shift] * 7 + [2.55 + shift + (1.0 if method == "ntk" else cost / 10)] * 25
+            grid["extension_runs"].append({"seed": s, "zero_shot": method, "factor": 8,
+                                           "loss_by_position": {"length": 8 * L, "bin": 2, "bpc": bpc}})
         for method, (temp, level) in tuned.items():
             factor = 1 if method == "control_at_L" else 4
             for n in (L, 4 * L, 8 * L):
@@ -375,10 +379,24 @@ def test_plot_break_by_step(grid, ax):
     assert "rope +1.12" in out["alt"] or "rope +1.13" in out["alt"]
 
 
+def test_plot_extension_positions_draws_breaks_inside_the_window_only(grid, ax):
+    out = rr.plot_extension_positions(ax, grid)
+    assert out["drawn"] == ["pi", "ntk", "yarn", "yarn_no_temperature"] and out["window"] == 8 * L
+    assert out["predicted"]["ntk"] == pytest.approx(13.37, abs=0.01)        # the README's prediction at s = 8
+    assert out["predicted"]["pi"] == pytest.approx(79.48, abs=0.01)
+    assert out["predicted"]["yarn"] == pytest.approx(out["predicted"]["pi"])
+    breaks = [line.get_label() for line in ax.get_lines() if line.get_label().endswith("predicted break")]
+    assert breaks == ["ntk: predicted break"]
+    assert "plain RoPE" in [line.get_label() for line in ax.get_lines()]
+    assert "ntk at 13.4" in out["alt"] and "Predicted beyond the window: pi, yarn, yarn_no_temperature" in out["alt"]
+    only = rr.plot_extension_positions(ax, grid, methods=["yarn"])
+    assert only["drawn"] == ["yarn"] and not plotting.figure_problems(ax.figure)
+
+
 # --------------------------------------------------------------------------- the shipped file (baselines only now)
 
 TABLES = [rr.bpc_table, rr.context_use_table, rr.copy_probe_table, rr.extension_table, rr.training_table]
-PLOTS = [rr.plot_context_use, rr.plot_loss_by_position, rr.plot_break_by_step]
+PLOTS = [rr.plot_context_use, rr.plot_loss_by_position, rr.plot_break_by_step, rr.plot_extension_positions]
 
 
 @pytest.mark.parametrize("fn", TABLES, ids=lambda f: f.__name__)
@@ -462,6 +480,11 @@ CASES = [
     ("plot_break_by_step ax", lambda: rr.plot_break_by_step(None, _G), "ax"),
     ("plot_break_by_step seed -1", lambda: rr.plot_break_by_step(_ax(), _G, seed=-1), "seed"),
     ("plot_break_by_step variants unknown", lambda: rr.plot_break_by_step(_ax(), _G, variants=["t5-32"]), "variants"),
+    ("plot_extension_positions ax", lambda: rr.plot_extension_positions([], _G), "ax"),
+    ("plot_extension_positions methods unknown", lambda: rr.plot_extension_positions(_ax(), _G, methods=["rope"]),
+     "methods"),
+    ("plot_extension_positions methods str", lambda: rr.plot_extension_positions(_ax(), _G, methods="ntk"), "methods"),
+    ("plot_extension_positions grid", lambda: rr.plot_extension_positions(_ax(), None), "grid"),
     ("ReportRows markdown columns str", lambda: rr.bpc_table(_G).markdown("variant"), "columns"),
     ("ReportRows markdown columns unknown", lambda: rr.bpc_table(_G).markdown(["bpc"]), "columns"),
     ("ReportRows markdown digits -1", lambda: rr.bpc_table(_G).markdown(digits=-1), "digits"),
