@@ -356,13 +356,17 @@ def copy_probe_table(grid: Mapping, *, condition: str | None = None) -> ReportRo
     if missing:
         return ReportRows(columns=columns, missing=missing)
     L = _config(grid)["train_len"]
+    probe = grid["protocol"].get("probe") or {}
+    extra = probe.get("span", 0) + probe.get("prefix", 0) if "span" in probe and "prefix" in probe else None
     rows = [r for r in grid["copy_probe"] if condition is None or r.get("condition") == condition]
     order = {v: i for i, v in enumerate(_variants(grid))}
     cells = _cells(rows, ("variant", "condition", "distance"))
     out = []
     for (v, cond, d), rs in sorted(cells.items(), key=lambda kv: (kv[0][1] != "text", order.get(kv[0][0], 99), kv[0][2])):
         have = sorted((r for r in rs if r.get("gain") is not None), key=lambda r: r.get("seed", 0))
-        row = {"variant": v, "condition": cond, "distance": d, "window": _window_name(rs[0].get("length"), L),
+        length = next((r["length"] for r in rs if r.get("length") is not None),
+                      None if extra is None or d is None else d + extra)   # a probe that could not run: from the protocol
+        row = {"variant": v, "condition": cond, "distance": d, "window": _window_name(length, L),
                "n_seeds": len(have), "gains": [r["gain"] for r in have]}
         if not have:
             out.append({**row, "gain": None, "interval": None, "interval_kind": None, "label": "cannot run",

@@ -263,6 +263,7 @@ def test_copy_probe_table_reads_the_positive_control(grid):
     assert rope_L["gain"] == pytest.approx(0.0) and rope_L["gains"] == [-0.002, 0.0, 0.002]
     learned_far = next(r for r in text if (r["variant"], r["distance"]) == ("learned", 59))
     assert learned_far["label"] == "cannot run" and "max_len" in learned_far["error"]
+    assert learned_far["window"] == "8L"   # from the protocol's span and prefix: the row has no length
     assert len(rr.copy_probe_table(grid)) == len(t) + len(text)
     assert "| rope | positive_control | L | 3 | +0.400 |" in t.markdown(signed=["gain"])
 
