@@ -2,6 +2,7 @@
 
     OMP_NUM_THREADS=1 nice -n 10 python experiments/ch7_grid.py --max-minutes 60 --commit   # resumes, commits each pack
     python experiments/ch7_grid.py --quick                                                  # a smoke run, nothing saved
+    python experiments/ch7_grid.py --quick --out /tmp/ch7_quick.json                        # its sections, as a fixture
 
 Protocol (``experiments/README.md``, chapter 7): :class:`posenc.book.realtext.GridConfig`
 with its defaults (``L = 8``, the length at which this model uses its whole context; 2

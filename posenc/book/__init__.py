@@ -23,7 +23,8 @@ One per chapter:
 * :mod:`~posenc.book.tabular`: chapter 5, data sets, model and baselines;
 * :mod:`~posenc.book.tasks`, :mod:`~posenc.book.training` and
   :mod:`~posenc.book.synthetic`: chapter 6, the synthetic tasks, their trials and grid;
-* :mod:`~posenc.book.realtext`: chapter 7, character-level language modelling;
+* :mod:`~posenc.book.realtext` and :mod:`~posenc.book.realtext_report`: chapter 7,
+  character-level language modelling and the reading of its grid;
 * :mod:`~posenc.book.vision`: chapter 8, the small vision transformer.
 
 It needs the ``book`` extra (matplotlib, scipy, scikit-learn, myst-nb, transformers):

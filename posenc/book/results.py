@@ -576,7 +576,10 @@ class Experiment:
     - stops cleanly: ``--max-minutes M`` starts no unit that its estimate (the mean time of
       the units run so far) says would end after ``M`` minutes;
     - ``--quick``: ``run_unit`` gets ``ctx.quick = True`` (a tiny budget), the units of
-      ``quick_plan`` (default: the first unit of the plan) run and nothing is saved;
+      ``quick_plan`` (default: the first unit of the plan) run and nothing is saved; with
+      ``--out PATH`` their sections are written to ``PATH`` with the protocol and
+      ``"quick": true`` (a test fixture with the results file's schema; never over the
+      experiment's own results file or a file that is not a quick one);
     - prints a progress line per pack: units done and left, core-minutes, the estimated
       time left;
     - ``--workers N`` (default ``workers``, 1): runs disjoint packs in ``N`` processes (forked,
@@ -690,7 +693,8 @@ class Experiment:
                         help="start no unit that would end after this many minutes")
         ap.add_argument("--commit", action="store_true", help="git-commit the results file after every pack")
         ap.add_argument("--pack", type=int, default=None, help=f"units per pack (default {self.pack})")
-        ap.add_argument("--out", type=Path, default=None, help=f"results file (default {self.path})")
+        ap.add_argument("--out", type=Path, default=None,
+                        help=f"results file (default {self.path}); with --quick, where the smoke run's sections go")
         ap.add_argument("--workers", type=int, default=None,
                         help=f"processes running packs at once, one thread each (default {self.workers})")
         ap.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -702,7 +706,10 @@ class Experiment:
     def main(self, argv: Sequence[str] | None = None) -> int:
         """Run the plan from the command line (``argv``: the arguments, default ``sys.argv[1:]``)."""
         args = self.parser().parse_args(argv)
-        if args.out is not None:
+        quick_out = None
+        if args.quick and args.out is not None:
+            quick_out = _check_quick_out(args.out, self.path)
+        elif args.out is not None:
             self.path = args.out
         pack = self.pack = self.pack if args.pack is None else check_int("--pack", args.pack)
         log = (lambda msg: None) if args.quiet else (
@@ -716,10 +723,19 @@ class Experiment:
             return 0
         ctx = Context(args.quick, saved, log)
         if args.quick:
+            sections: dict[str, list] = {"rows": []}
             for unit in self.quick_plan if self.quick_plan is not None else self.units(saved)[:1]:
                 out = self.run_unit(unit, ctx)
+                for section, items in out.items():
+                    sections.setdefault(section, []).extend(items)
+                sections.setdefault("units", []).append({"key": unit_key(unit)})
                 log(f"quick {unit_key(unit)}: " + ", ".join(f"{k}: {len(v)}" for k, v in out.items()))
-            log("quick run finished; nothing saved")
+            if quick_out is None:
+                log("quick run finished; nothing saved")
+                return 0
+            extra = {k: v for k, v in sections.items() if k != "rows"}
+            write_results(quick_out, sections["rows"], quick=True, protocol=self.protocol, **extra)
+            log(f"quick run finished; its sections are in {quick_out} (a fixture, not results)")
             return 0
         workers = self.workers if args.workers is None else check_int("--workers", args.workers)
         if workers > 1:
@@ -856,6 +872,20 @@ class Experiment:
         self.save(saved, session=session, message=message if commit else None)
         log(f"pack {k}/{n_packs}: {len(self.done_keys(saved))} units done, {left} left, "
             f"{core_min:.1f} core-min, about {eta:.1f} min left")
+
+
+def _check_quick_out(out: Path, results_path: Path) -> Path:
+    """``--out`` of a quick run: never the experiment's own results file, nor a file a quick run did not write."""
+    if out.resolve() == Path(results_path).resolve():
+        raise SystemExit(f"--out {out} is this experiment's results file; a quick run writes elsewhere")
+    if out.exists():
+        try:
+            ok = json.loads(out.read_text()).get("quick") is True
+        except (json.JSONDecodeError, AttributeError):
+            ok = False
+        if not ok:
+            raise SystemExit(f"--out {out} exists and was not written by a quick run; choose another path")
+    return out
 
 
 # --------------------------------------------------------------------------- the worker pool

@@ -257,6 +257,26 @@ def test_experiment_quick_saves_nothing(fake):
     assert calls == [("sq", 0)] and not path.exists()
 
 
+def test_experiment_quick_out_writes_a_fixture_with_the_schema(fake, tmp_path):
+    make, calls, path = fake
+    out = tmp_path / "quick.json"
+    make(quick_plan=[("sq", 2), ("sq", 3)]).main(["--quick", "--quiet", "--out", str(out)])
+    saved = read_results(out)
+    assert saved["quick"] is True and saved["protocol"] == {"p": 1} and not path.exists()
+    assert [r["x"] for r in saved["rows"]] == [2, 3] and [u["key"] for u in saved["units"]] == ["sq:2", "sq:3"]
+    make().main(["--quick", "--quiet", "--out", str(out)])      # a quick file may be replaced
+    assert [r["x"] for r in read_results(out)["rows"]] == [0]
+    with pytest.raises(SystemExit, match="results file"):
+        make().main(["--quick", "--quiet", "--out", str(path)])
+    with pytest.raises(SystemExit, match="results file"):    # the same file by another path
+        make().main(["--quick", "--quiet", "--out", str(tmp_path / ".." / tmp_path.name / "fake.json")])
+    other = tmp_path / "other.json"
+    write_results(other, [{"x": 1}])
+    with pytest.raises(SystemExit, match="not written by a quick run"):
+        make().main(["--quick", "--quiet", "--out", str(other)])
+    assert read_results(other)["rows"] == [{"x": 1}] and not path.exists()
+
+
 def test_experiment_refuses_a_file_of_another_protocol(fake):
     make, calls, path = fake
     write_results(path, [], protocol={"p": 2})
