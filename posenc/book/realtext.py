@@ -11,11 +11,12 @@ Evaluation reports bits per character (the mean negative log2-likelihood of the 
 character):
 
 * ``"nonoverlapping"``: the text is cut into consecutive windows of ``n`` characters and
-  every character is scored with whatever precedes it *in its window* (on average
-  ``n / 2`` characters of context; the first character of a window has none);
+  every character is scored from the characters of its window up to and including the
+  one before it (the target at position ``k`` is predicted from ``k + 1`` inputs: on
+  average ``(n + 1) / 2`` characters of context, at least one);
 * ``"sliding"``: windows of ``n`` characters advance by ``stride`` (default ``n / 4``)
   and only the last ``stride`` characters of each window are scored, so every scored
-  character sees at least ``n - stride`` characters of context.
+  character sees at least ``n - stride + 1`` characters of context.
 
 Press et al. (2022) use the pair to separate a model that merely survives long inputs
 from one that uses the extra context: a model that cannot use more than ``L``

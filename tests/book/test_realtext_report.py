@@ -364,12 +364,14 @@ def test_plot_context_use(grid, ax):
 
 def test_plot_loss_by_position_draws_the_predicted_breaks(grid, ax):
     out = rr.plot_loss_by_position(ax, grid)
-    assert out["predicted"]["rope"] == pytest.approx(rt.rope_break(L, 16)[1])
+    cfg = grid["protocol"]["config"]
+    head = cfg["d_model"] // cfg["n_heads"]                        # the grid's heads: 8 of size 8
+    assert out["predicted"]["rope"] == pytest.approx(rt.rope_break(L, head)[1])
     assert out["predicted"]["t5-128"] == 8.0 and out["predicted"]["t5-8"] is None
     assert "learned" in out["drawn"]
     breaks = [line for line in ax.get_lines() if line.get_label().endswith("predicted break")]
     assert sorted(line.get_label() for line in breaks) == ["rope: predicted break", "t5-128: predicted break"]
-    assert "t5-8 (none: every bucket trained)" in out["alt"] and "rope (9.9)" in out["alt"]
+    assert "t5-8 (none: every bucket trained)" in out["alt"] and f"rope ({rt.rope_break(L, head)[1]:.1f})" in out["alt"]
     assert not plotting.figure_problems(ax.figure)
 
 
@@ -383,13 +385,13 @@ def test_plot_break_by_step(grid, ax):
 def test_plot_extension_positions_draws_breaks_inside_the_window_only(grid, ax):
     out = rr.plot_extension_positions(ax, grid)
     assert out["drawn"] == ["pi", "ntk", "yarn", "yarn_no_temperature"] and out["window"] == 8 * L
-    assert out["predicted"]["ntk"] == pytest.approx(13.37, abs=0.01)        # the README's prediction at s = 8
-    assert out["predicted"]["pi"] == pytest.approx(79.48, abs=0.01)
+    assert out["predicted"]["ntk"] == pytest.approx(62.83, abs=0.01)        # the README's prediction at s = 8 (head size 8)
+    assert out["predicted"]["pi"] == pytest.approx(251.33, abs=0.01)
     assert out["predicted"]["yarn"] == pytest.approx(out["predicted"]["pi"])
     breaks = [line.get_label() for line in ax.get_lines() if line.get_label().endswith("predicted break")]
     assert breaks == ["ntk: predicted break"]
     assert "plain RoPE" in [line.get_label() for line in ax.get_lines()]
-    assert "ntk at 13.4" in out["alt"] and "Predicted beyond the window: pi, yarn, yarn_no_temperature" in out["alt"]
+    assert "ntk at 62.8" in out["alt"] and "Predicted beyond the window: pi, yarn, yarn_no_temperature" in out["alt"]
     only = rr.plot_extension_positions(ax, grid, methods=["yarn"])
     assert only["drawn"] == ["yarn"] and not plotting.figure_problems(ax.figure)
 
