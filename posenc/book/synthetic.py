@@ -1291,20 +1291,58 @@ def scheme_predictions(table: Sequence[Mapping], scheme: str) -> dict:
     rows = [r for r in check_rows("table", table, ("task", "scheme", "variant", "status"))
             if r["scheme"] == scheme and r["status"] == "done"]
     counts = {"confirmed": 0, "refuted": 0, "open": 0}
+    for r in rows:
+        for what in ("fit", "2x", "4x"):
+            counts[r[f"outcome_{what}"]] += 1
+    cases = [f"{task.replace('_', ' ')}, {_WHERE[variant]}, {what}: predicted {predicted}, observed {observed}"
+             for task, variant, what, predicted, observed in _refuted_cases(rows)]
+    return {**counts, "tested": counts["confirmed"] + counts["refuted"], "groups": len(rows),
+            "refuted_cases": cases, "refuted_text": "; ".join(cases) if cases else "none"}
+
+
+_WHERE = {"plain": "plain", "bos": "with BOS"}
+
+
+def _refuted_cases(rows: Sequence[Mapping]) -> list[tuple[str, str, str, str, str]]:
+    """``(task, variant, what, predicted, observed)`` of every refuted prediction of ``rows``, in row order."""
     cases = []
     for r in rows:
         for what in ("fit", "2x", "4x"):
-            outcome = r[f"outcome_{what}"]
-            counts[outcome] += 1
-            if outcome != "refuted":
-                continue
-            predicted = r["predicted"]["fit" if what == "fit" else f"beyond_{what}"]
-            observed = r["fit_label"] if what == "fit" else r[f"label_{what}"]
-            where = "with BOS" if r["variant"] == "bos" else "plain"
-            cases.append(f"{r['task'].replace('_', ' ')}, {where}, "
-                         f"{'fit' if what == 'fit' else what}: predicted {predicted}, observed {observed}")
-    return {**counts, "tested": counts["confirmed"] + counts["refuted"], "groups": len(rows),
-            "refuted_cases": cases, "refuted_text": "; ".join(cases) if cases else "none"}
+            if r[f"outcome_{what}"] == "refuted":
+                predicted = r["predicted"]["fit" if what == "fit" else f"beyond_{what}"]
+                observed = r["fit_label"] if what == "fit" else r[f"label_{what}"]
+                cases.append((r["task"], r["variant"], what, predicted, observed))
+    return cases
+
+
+def refuted_brief(table: Sequence[Mapping], scheme: str) -> str:
+    """One scheme's refuted predictions in few words: cases that differ only in the factor or the variant merged.
+
+    Each entry reads ``"<task> <variants>, <what>: <observed> (predicted <p>)"``, e.g.
+    ``"fixed retrieve plain and with BOS, 2x and 4x: holds (predicted degrades)"``; entries
+    are joined by ``"; "`` in the order of the table (``"none"`` when nothing was refuted).
+    The same cases as :func:`scheme_predictions`'s ``refuted_text``, fewer words.
+
+    Example:
+        >>> rows = [{"task": "offset_copy", "scheme": "rope", "variant": v, "status": "done",
+        ...          "predicted": {"fit": "fits", "beyond_2x": "holds", "beyond_4x": "holds"}, "fit_label": "fits",
+        ...          "label_2x": "floor", "label_4x": "floor", "outcome_fit": "confirmed",
+        ...          "outcome_2x": "refuted", "outcome_4x": "refuted"} for v in ("plain", "bos")]
+        >>> refuted_brief(rows, "rope")
+        'offset copy plain and with BOS, 2x and 4x: floor (predicted holds)'
+    """
+    scheme = check_choice("scheme", scheme, GRID_SCHEMES)
+    rows = [r for r in check_rows("table", table, ("task", "scheme", "variant", "status"))
+            if r["scheme"] == scheme and r["status"] == "done"]
+    whats: dict = {}  # (task, variant, predicted, observed) -> [what]
+    for task, variant, what, predicted, observed in _refuted_cases(rows):
+        whats.setdefault((task, variant, predicted, observed), []).append(what)
+    variants: dict = {}  # (task, whats, predicted, observed) -> [variant]
+    for (task, variant, predicted, observed), w in whats.items():
+        variants.setdefault((task, tuple(w), predicted, observed), []).append(variant)
+    out = [f"{task.replace('_', ' ')} {' and '.join(_WHERE[v] for v in vs)}, {' and '.join(w)}: "
+           f"{observed} (predicted {predicted})" for (task, w, predicted, observed), vs in variants.items()]
+    return "; ".join(out) if out else "none"
 
 
 def plot_scheme_curves(ax, results: object, task: str, variant: str, *, train_len: int = 16) -> dict:
@@ -2983,4 +3021,4 @@ def plot_extension_check(axes, check: Mapping, *, methods: Sequence[str] = ("non
     return {"titles": titles, "drawn": [s["label"] for s in shown]}
 
 
-__all__ += ["EXTENSION_SETTINGS", "plot_extension_check", "rope_extension_check"]
+__all__ += ["EXTENSION_SETTINGS", "plot_extension_check", "refuted_brief", "rope_extension_check"]

@@ -584,3 +584,35 @@ def test_extension_figure(extension_check):
     with pytest.raises(ValueError, match="methods"):
         S.plot_extension_check(axes, extension_check["check"], methods=("xpos",))
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------- the refuted predictions in few words
+
+
+def test_refuted_brief_merges_factors_and_variants_without_losing_a_case(grid):
+    import re
+
+    table = S.group_table(grid)
+    for scheme in S.GRID_SCHEMES:
+        brief = S.refuted_brief(table, scheme)
+        cases = S.scheme_predictions(table, scheme)["refuted_cases"]
+        if not cases:
+            assert brief == "none"
+            continue
+        expanded = set()
+        for entry in brief.split("; "):
+            m = re.fullmatch(r"(.+?) ((?:plain|with BOS)(?: and with BOS)?), ((?:fit|2x|4x)(?: and 4x)?): (\w+) "
+                             r"\(predicted (\w+)\)", entry)
+            assert m, entry
+            task, variants, whats, observed, predicted = m.groups()
+            for v in variants.split(" and "):
+                for w in whats.split(" and "):
+                    expanded.add(f"{task}, {v}, {w}: predicted {predicted}, observed {observed}")
+        assert expanded == set(cases) and len(brief) < len("; ".join(cases)) + 1, scheme
+
+
+def test_refuted_brief_refuses_bad_input():
+    with pytest.raises(ValueError, match="scheme"):
+        S.refuted_brief([], "learned")
+    with pytest.raises(TypeError, match="table"):
+        S.refuted_brief(42, "rope")
