@@ -317,40 +317,38 @@ def draw_multidim(path: Path) -> Path:
     return _save(fig, path)
 
 
-# Chapter 6's results (alternatives.json, shipped with posenc.book): accuracy at each position
-# of the 4x sequences, mean over the seeds' final checkpoints, per scheme.
+# Chapter 6's results (alternatives_v2.json, the fixed-budget grid shipped with posenc.book):
+# accuracy at each position of the 4x sequences, per scheme, as the chapter's figure of
+# positions averages it (best held-out-loss checkpoint, the seeds that fit, every learning
+# rate at which at least half the seeds fit).
 RESULTS = {"task": "offset_copy", "variant": "plain"}
-RESULTS_JSON = "alternatives.json"  # read_results finds the saved results shipped with posenc.book
 
 
 def results_data() -> dict:
     """Per task, variant and scheme, the mean accuracy at each position (4 decimals;
-    None where no seed scored it), as chapter 6's figure of positions draws it."""
+    None where no seed scored it), as chapter 6's figure of positions draws it; a scheme
+    with no seed that fits has no curve."""
     import numpy as np
 
-    from posenc.book import models, plotting, results, tasks, training
+    from posenc.book import plotting, synthetic, tasks
 
-    saved = results.read_results(RESULTS_JSON)
-    final = training.final_rows(saved)
+    grid = synthetic.load_grid()
     curves: dict = {}
-    for task in tasks.TASKS:
-        for variant in ("plain", "bos"):
-            for scheme in models.SCHEMES:
-                lists = [r["pos_4x"] for r in final
-                         if (r["task"], r["scheme"], r["variant"]) == (task, scheme, variant) and r.get("pos_4x")]
-                if not lists:
+    for task in tasks.ALL_TASKS:
+        for variant in synthetic.VARIANTS:
+            for scheme in synthetic.GRID_SCHEMES:
+                got = synthetic.group_curves(grid, task, scheme, variant)
+                if got["missing"]:
                     continue
-                table = np.array([[np.nan if a is None else a for a in lst] for lst in lists], dtype=float)
+                table = got["curves"]
                 empty = np.isnan(table).all(axis=0)
-                if empty.all():
-                    continue
                 with np.errstate(all="ignore"):
-                    mean = np.nanmean(np.where(empty, 0.0, table), axis=0)
+                    mean = np.nanmean(np.where(np.isnan(table) & empty, 0.0, table), axis=0)
                 curves.setdefault(task, {}).setdefault(variant, {})[scheme] = [
                     None if e else round(float(v), 4) for v, e in zip(mean, empty)]
-    colors = {s: plotting.SCHEME_STYLES.get(s, {}).get("color") for s in models.SCHEMES}
-    return {"tasks": list(tasks.TASKS), "schemes": list(models.SCHEMES), "colors": colors,
-            "train_len": saved["config"]["train_len"], "chance": 1 / saved["config"]["vocab_size"],
+    colors = {s: plotting.SCHEME_STYLES.get(s, {}).get("color") for s in synthetic.GRID_SCHEMES}
+    return {"tasks": list(tasks.ALL_TASKS), "schemes": list(synthetic.GRID_SCHEMES), "colors": colors,
+            "train_len": grid["config"]["train_len"], "chance": 1 / grid["config"]["vocab_size"],
             "curves": curves}
 
 

@@ -5,7 +5,8 @@
  * - "alias": RoPE's score q.R(d)k against the distance d for a chosen head width and
  *   base, with the peaks at d0 + 2*pi*m/omega_j where pair j alone cannot tell d from d0;
  * - "results": the experiment's accuracy at each position of the 4x sequences, one line
- *   per scheme, with selectors for the task and the variant (data embedded in the page).
+ *   per scheme, with selectors for the task and the variant (data embedded in the page;
+ *   a scheme with no seed that fits has no line).
  *
  * Registered with explorers.js (loaded first, see book/_ext/explorers.py), which puts
  * each into the <div> the `explorer` directive wrote around its static figure. The
@@ -365,7 +366,7 @@
       ui.note.textContent = "Beyond the training length (positions " + data.train_len + " to " + (n - 1) + "), mean " +
           "accuracy: " + beyond.map(function (p) { return p[0] + " " + p[1].toFixed(2); }).join(", ") +
           " (chance " + data.chance.toFixed(4) + ")." +
-          (names.length < data.schemes.length ? " Not drawn (it cannot run at 4x): " +
+          (names.length < data.schemes.length ? " Not drawn (no seed fits): " +
            data.schemes.filter(function (s) { return !curves[s]; }).join(", ") + "." : "");
       root.dataset.state = task.value + "/" + variant.value;
     }

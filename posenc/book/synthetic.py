@@ -1291,20 +1291,58 @@ def scheme_predictions(table: Sequence[Mapping], scheme: str) -> dict:
     rows = [r for r in check_rows("table", table, ("task", "scheme", "variant", "status"))
             if r["scheme"] == scheme and r["status"] == "done"]
     counts = {"confirmed": 0, "refuted": 0, "open": 0}
+    for r in rows:
+        for what in ("fit", "2x", "4x"):
+            counts[r[f"outcome_{what}"]] += 1
+    cases = [f"{task.replace('_', ' ')}, {_WHERE[variant]}, {what}: predicted {predicted}, observed {observed}"
+             for task, variant, what, predicted, observed in _refuted_cases(rows)]
+    return {**counts, "tested": counts["confirmed"] + counts["refuted"], "groups": len(rows),
+            "refuted_cases": cases, "refuted_text": "; ".join(cases) if cases else "none"}
+
+
+_WHERE = {"plain": "plain", "bos": "with BOS"}
+
+
+def _refuted_cases(rows: Sequence[Mapping]) -> list[tuple[str, str, str, str, str]]:
+    """``(task, variant, what, predicted, observed)`` of every refuted prediction of ``rows``, in row order."""
     cases = []
     for r in rows:
         for what in ("fit", "2x", "4x"):
-            outcome = r[f"outcome_{what}"]
-            counts[outcome] += 1
-            if outcome != "refuted":
-                continue
-            predicted = r["predicted"]["fit" if what == "fit" else f"beyond_{what}"]
-            observed = r["fit_label"] if what == "fit" else r[f"label_{what}"]
-            where = "with BOS" if r["variant"] == "bos" else "plain"
-            cases.append(f"{r['task'].replace('_', ' ')}, {where}, "
-                         f"{'fit' if what == 'fit' else what}: predicted {predicted}, observed {observed}")
-    return {**counts, "tested": counts["confirmed"] + counts["refuted"], "groups": len(rows),
-            "refuted_cases": cases, "refuted_text": "; ".join(cases) if cases else "none"}
+            if r[f"outcome_{what}"] == "refuted":
+                predicted = r["predicted"]["fit" if what == "fit" else f"beyond_{what}"]
+                observed = r["fit_label"] if what == "fit" else r[f"label_{what}"]
+                cases.append((r["task"], r["variant"], what, predicted, observed))
+    return cases
+
+
+def refuted_brief(table: Sequence[Mapping], scheme: str) -> str:
+    """One scheme's refuted predictions in few words: cases that differ only in the factor or the variant merged.
+
+    Each entry reads ``"<task> <variants>, <what>: <observed> (predicted <p>)"``, e.g.
+    ``"fixed retrieve plain and with BOS, 2x and 4x: holds (predicted degrades)"``; entries
+    are joined by ``"; "`` in the order of the table (``"none"`` when nothing was refuted).
+    The same cases as :func:`scheme_predictions`'s ``refuted_text``, fewer words.
+
+    Example:
+        >>> rows = [{"task": "offset_copy", "scheme": "rope", "variant": v, "status": "done",
+        ...          "predicted": {"fit": "fits", "beyond_2x": "holds", "beyond_4x": "holds"}, "fit_label": "fits",
+        ...          "label_2x": "floor", "label_4x": "floor", "outcome_fit": "confirmed",
+        ...          "outcome_2x": "refuted", "outcome_4x": "refuted"} for v in ("plain", "bos")]
+        >>> refuted_brief(rows, "rope")
+        'offset copy plain and with BOS, 2x and 4x: floor (predicted holds)'
+    """
+    scheme = check_choice("scheme", scheme, GRID_SCHEMES)
+    rows = [r for r in check_rows("table", table, ("task", "scheme", "variant", "status"))
+            if r["scheme"] == scheme and r["status"] == "done"]
+    whats: dict = {}  # (task, variant, predicted, observed) -> [what]
+    for task, variant, what, predicted, observed in _refuted_cases(rows):
+        whats.setdefault((task, variant, predicted, observed), []).append(what)
+    variants: dict = {}  # (task, whats, predicted, observed) -> [variant]
+    for (task, variant, predicted, observed), w in whats.items():
+        variants.setdefault((task, tuple(w), predicted, observed), []).append(variant)
+    out = [f"{task.replace('_', ' ')} {' and '.join(_WHERE[v] for v in vs)}, {' and '.join(w)}: "
+           f"{observed} (predicted {predicted})" for (task, w, predicted, observed), vs in variants.items()]
+    return "; ".join(out) if out else "none"
 
 
 def plot_scheme_curves(ax, results: object, task: str, variant: str, *, train_len: int = 16) -> dict:
@@ -2196,6 +2234,16 @@ def train_checkpoint(task: str, scheme: str, variant: str, seed: int, lr: float,
 
 
 
+def _rope_model_args(model, task, variant, protocol):
+    """Check the arguments of a trained-RoPE check; returns ``(task, variant, protocol)``."""
+    if not isinstance(model, PositionalTransformer) or model.scheme != "rope":
+        raise ValueError(f"model must be a PositionalTransformer with scheme 'rope', got {type(model).__name__}"
+                         + (f" with scheme {model.scheme!r}" if isinstance(model, PositionalTransformer) else ""))
+    task = check_choice("task", task, tuple(_ALIAS_OFFSETS))
+    variant = check_choice("variant", variant, VARIANTS)
+    return task, variant, _protocol_or_default(protocol)
+
+
 @torch.no_grad()
 def rope_head_profile(model: nn.Module, task: str = "offset_copy", variant: str = "plain", *, layer: int = -1,
                       seed: int = 0, margin: float = 1.0, protocol: GridProtocol | None = None) -> dict:
@@ -2228,14 +2276,7 @@ def rope_head_profile(model: nn.Module, task: str = "offset_copy", variant: str 
         >>> prof["scores"].shape, prof["aliases"][:3]
         ((4, 64), [16, 22, 28])
     """
-    from .models import PositionalTransformer
-
-    if not isinstance(model, PositionalTransformer) or model.scheme != "rope":
-        raise ValueError(f"model must be a PositionalTransformer with scheme 'rope', got {type(model).__name__}"
-                         + (f" with scheme {model.scheme!r}" if isinstance(model, PositionalTransformer) else ""))
-    task = check_choice("task", task, tuple(_ALIAS_OFFSETS))
-    variant = check_choice("variant", variant, VARIANTS)
-    protocol = _protocol_or_default(protocol)
+    task, variant, protocol = _rope_model_args(model, task, variant, protocol)
     seed = check_int("seed", seed, minimum=0)
     margin = check_real("margin", margin, low=0.0)
     if not isinstance(layer, int) or isinstance(layer, bool) or not -len(model.blocks) <= layer < len(model.blocks):
@@ -2824,3 +2865,160 @@ __all__ += [
     "t5_bucket_check",
     "train_checkpoint",
 ]
+
+
+# =========================================================================== RoPE's aliases under a context extension
+# Issue 30, item 4: the aliases read from a trained head's q . R(d) k (rope_head_profile),
+# with the model's rotary module swapped for a scaled one (every weight unchanged), as the
+# prediction; the same model scored with that module as the data. Reads trained weights
+# only; trains nothing.
+
+#: The context extensions of :func:`rope_extension_check`: ``(method, factor)``, plain RoPE first.
+EXTENSION_SETTINGS = (("none", 1), ("ntk", 2), ("ntk", 4), ("yarn", 2), ("yarn", 4), ("pi", 2), ("pi", 4))
+
+
+def _first_at_or_above(values: np.ndarray, level: float, skip: int) -> int | None:
+    """The first index other than ``skip`` where ``values >= level`` (``None`` if there is none)."""
+    hits = [int(i) for i in np.flatnonzero(values >= level) if i != skip]
+    return hits[0] if hits else None
+
+
+@torch.no_grad()
+def rope_extension_check(model: nn.Module, task: str = "offset_copy", variant: str = "plain", *,
+                         settings: Sequence[tuple[str, float]] = EXTENSION_SETTINGS, seed: int = 0,
+                         margin: float = 1.0, threshold: float = 0.9,
+                         protocol: GridProtocol | None = None) -> dict:
+    """A trained RoPE model under each context extension: the fall its heads predict, and the fall it shows.
+
+    For each ``(method, factor)`` the model's rotary module is replaced by
+    ``posenc.rope.scaling.extension(method, factor, L)`` (``L`` the trained length, +1 with
+    BOS; the trained base kept) and put back afterwards. *Prediction*, from the weights alone
+    (:func:`rope_head_profile` read through the scaled module): ``rival`` is, per distance,
+    the score relative to the trained distance that at least half the heads reach (the
+    ``ceil(heads / 2)``-th largest over heads); a key at a distance where ``rival >= -margin``
+    rivals the target in half the heads, and ``predicted`` is the first such distance, which
+    is also the first query position that can see it. *Data*: the model scored on the grid's
+    held-out sequences at 1x, 2x and 4x (:func:`score_model`) with the same module;
+    ``observed`` is the first task position whose accuracy at 4x is below ``threshold``.
+
+    Returns:
+        ``{"settings": [{"method", "factor", "label", "rival" (array (4L,)), "predicted",
+        "predicted_alias" (rope_head_profile's first rivalling alias), "selectivity" (per head),
+        "acc_1x", "beyond_2x", "beyond_4x", "pos_4x" (list), "observed"}], "aliases" (the fast
+        pair's untrained aliases), "offset", "margin", "threshold", "train_len", "task",
+        "variant"}``; ``"none"`` is plain RoPE whatever its factor.
+
+    Example:
+        >>> p = GridProtocol(eval_size=8)
+        >>> with seeded(0):
+        ...     m = p.run_config("plain", 1e-3).model("rope")
+        >>> c = rope_extension_check(m, settings=[("none", 1), ("yarn", 4)], protocol=p)
+        >>> [s["label"] for s in c["settings"]], c["settings"][1]["rival"].shape
+        (['plain', 'YaRN x4'], (64,))
+    """
+    from ..rope.scaling import extension
+    from ..rotary import RotaryEmbedding
+
+    task, variant, protocol = _rope_model_args(model, task, variant, protocol)
+    margin = check_real("margin", margin, low=0.0)
+    threshold = check_real("threshold", threshold, low=0.0, high=1.0)
+    if isinstance(settings, (str, bytes)) or not isinstance(settings, Sequence) or not settings:
+        raise TypeError(f"settings must be a non-empty sequence of (method, factor) pairs, got {settings!r}")
+    checked = []
+    for s in settings:
+        if not isinstance(s, (tuple, list)) or len(s) != 2:
+            raise TypeError(f"settings must hold (method, factor) pairs, got {s!r}")
+        extension(s[0], s[1], 1)  # raises ValueError naming method or factor
+        checked.append((s[0], float(s[1])))
+    bos, L = variant == "bos", protocol.train_len
+    original, out = model.positional, []
+    names = {"none": "plain", "pi": "PI", "position_interpolation": "PI", "ntk": "NTK", "dynamic_ntk": "dynamic NTK",
+             "yarn": "YaRN"}
+    try:
+        for method, factor in checked:
+            model.positional = RotaryEmbedding(original.head_dim, layout=original.layout,
+                                               scaling=extension(method, factor, L + int(bos), base=original.base))
+            prof = rope_head_profile(model, task, variant, seed=seed, margin=margin, protocol=protocol)
+            relative = prof["scores"] - prof["target"][:, None]
+            rival = -np.sort(-relative, axis=0)[math.ceil(relative.shape[0] / 2) - 1]
+            scored = score_model(model, task, "rope", protocol, bos, seed, per_position=True)
+            curve = np.array(scored[pos_key(max(protocol.eval_factors))], dtype=float)
+            below = [int(t) for t in np.flatnonzero(curve < threshold)]  # nan compares False: unscored positions
+            out.append({"method": method, "factor": factor,
+                        "label": names[method] + ("" if method == "none" else f" x{factor:g}"),
+                        "rival": rival, "predicted": _first_at_or_above(rival, -margin, prof["offset"]),
+                        "predicted_alias": prof["predicted_drop"], "selectivity": prof["selectivity"],
+                        "acc_1x": scored["acc_1x"], "beyond_2x": scored["beyond_2x"],
+                        "beyond_4x": scored["beyond_4x"], "pos_4x": curve.tolist(),
+                        "observed": below[0] if below else None})
+    finally:
+        model.positional = original
+    return {"settings": out, "aliases": prof["aliases"], "offset": prof["offset"], "margin": margin,
+            "threshold": threshold, "train_len": L, "task": task, "variant": variant}
+
+
+_EXTENSION_STYLES = {"none": ("black", "-"), "ntk": ("C0", "-"), "yarn": ("C1", "-"), "pi": ("C2", "-"),
+                     "position_interpolation": ("C2", "-"), "dynamic_ntk": ("C4", "-")}
+
+
+def plot_extension_check(axes, check: Mapping, *, methods: Sequence[str] = ("none", "ntk", "yarn"),
+                         low: float = -12.0) -> dict:
+    """Draw :func:`rope_extension_check` on two axes: the heads' prediction (left) and the accuracy (right).
+
+    Left: ``rival`` against distance for every setting whose method is in ``methods``
+    (dashed: ``-margin``, a key above it rivals the target; dotted: the fast pair's untrained
+    aliases; values below ``low`` clipped). Right: the accuracy by position at 4x. A larger
+    factor is drawn darker. The titles name the predicted and the observed falls (alt-text
+    ready). Returns ``{"titles", "drawn"}``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> p = GridProtocol(eval_size=8)
+        >>> with seeded(0):
+        ...     m = p.run_config("plain", 1e-3).model("rope")
+        >>> fig, axes = plt.subplots(1, 2)
+        >>> plot_extension_check(axes, rope_extension_check(m, settings=[("none", 1)], protocol=p))["drawn"]
+        ['plain']
+        >>> plt.close(fig)
+    """
+    if not isinstance(axes, (Sequence, np.ndarray)) or len(axes) != 2:
+        raise TypeError(f"axes must be two matplotlib Axes (profile, accuracy), got {axes!r}")
+    left, right = (check_axes("axes[0]", axes[0]), check_axes("axes[1]", axes[1]))
+    c = _check_dict("check", check, ("settings", "aliases", "offset", "margin", "train_len", "task", "variant"))
+    methods = tuple(check_choice("methods", m, tuple(_EXTENSION_STYLES)) for m in methods)
+    low = check_real("low", low)
+    shown = [s for s in c["settings"] if s["method"] in methods]
+    largest = max((s["factor"] for s in shown), default=1.0)
+    for s in shown:
+        color, style = _EXTENSION_STYLES[s["method"]]
+        alpha = 1.0 if s["method"] == "none" else 0.45 + 0.55 * s["factor"] / largest
+        rival = np.maximum(np.asarray(s["rival"], dtype=float), low)
+        left.plot(np.arange(len(rival)), rival, color=color, linestyle=style, alpha=alpha, linewidth=1.3,
+                  label=s["label"])
+        right.plot(np.arange(len(s["pos_4x"])), s["pos_4x"], color=color, linestyle=style, alpha=alpha,
+                   linewidth=1.3, label=s["label"])
+    for a in c["aliases"]:
+        left.axvline(a, color="gray", linewidth=0.8, linestyle=":")
+    left.axhline(-c["margin"], color="black", linewidth=0.8, linestyle="--")
+    for ax in (left, right):
+        ax.axvline(c["train_len"] - 0.5, color="gray", linewidth=0.8, linestyle="-", alpha=0.5)
+    left.set_ylim(low - 0.5, None)
+    left.set_ylabel("score minus the target's")
+    right.set_ylabel("accuracy at 4x")
+    right.set_ylim(-0.02, 1.05)
+
+    def fall(v):
+        return "none up to 63" if v is None else str(v)
+
+    titles = [
+        "Predicted first fall (a distance rivalling the target in half the heads): "
+        + "; ".join(f"{s['label']} {fall(s['predicted'])}" for s in shown),
+        "Observed first position below " + f"{c['threshold']:g}: "
+        + "; ".join(f"{s['label']} {fall(s['observed'])}" for s in shown),
+    ]
+    _title(left, titles[0])
+    _title(right, titles[1])
+    return {"titles": titles, "drawn": [s["label"] for s in shown]}
+
+
+__all__ += ["EXTENSION_SETTINGS", "plot_extension_check", "refuted_brief", "rope_extension_check"]

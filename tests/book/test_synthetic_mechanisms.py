@@ -525,3 +525,94 @@ def test_nope_bos_feature_extrapolates_only_where_the_task_holds():
     assert far["r2_seen"] > 0.99 and copy["r2_seen"] > 0.99
     assert far["resolution"] >= 28 and far["r2_new"] > 0.5  # keeps falling past L: far retrieve holds
     assert copy["resolution"] == 16 and copy["r2_new"] < 0  # flat past L: offset copy at the floor from 16
+
+
+# --------------------------------------------------------------------------- RoPE's fall under a context extension
+
+
+@pytest.fixture(scope="module")
+def extension_check():
+    model = S.load_checkpoint("offset_copy", "rope", "plain")["model"]
+    rotary = model.positional
+    check = S.rope_extension_check(model)
+    assert model.positional is rotary  # the trained module is put back
+    return {(s["method"], s["factor"]): s for s in check["settings"]} | {"check": check}
+
+
+def test_trained_heads_predict_where_each_extension_falls(extension_check):
+    c = extension_check
+    assert c[("none", 1.0)]["predicted"] == c[("none", 1.0)]["observed"] == 41  # the fall of every grid trial
+    assert c[("ntk", 2.0)]["predicted"] == 47 and 47 <= c[("ntk", 2.0)]["observed"] <= 49  # moved to the next alias
+    for key in (("ntk", 4.0), ("yarn", 2.0), ("yarn", 4.0)):  # the heads keep every alias below the target
+        assert c[key]["predicted"] is None and c[key]["observed"] is None, key
+        assert c[key]["beyond_4x"] > 0.99 > c[("none", 1.0)]["beyond_4x"] + 0.3, key
+    for f in (2.0, 4.0):  # PI slows the fastest pair: a trained distance rivals the target at once
+        assert c[("pi", f)]["predicted"] == c[("pi", f)]["observed"] < 16 and c[("pi", f)]["acc_1x"] < 0.5
+    assert c["check"]["aliases"][:6] == [16, 22, 28, 34, 41, 47]
+
+
+def test_extension_check_refuses_bad_input():
+    with S.seeded(0):
+        t5 = S.GridProtocol().run_config("plain", 1e-3).model("t5")
+    with pytest.raises(ValueError, match="model"):
+        S.rope_extension_check(t5)
+    rope = S.load_checkpoint("offset_copy", "rope", "plain")["model"]
+    with pytest.raises(TypeError, match="settings"):
+        S.rope_extension_check(rope, settings="ntk")
+    with pytest.raises(TypeError, match="settings"):
+        S.rope_extension_check(rope, settings=[("ntk", 2, 3)])
+    with pytest.raises(ValueError, match="method"):
+        S.rope_extension_check(rope, settings=[("linear-ish", 2)])
+    with pytest.raises(ValueError, match="factor"):
+        S.rope_extension_check(rope, settings=[("ntk", 0.5)])
+    with pytest.raises(ValueError, match="task"):
+        S.rope_extension_check(rope, task="far_retrieve")
+
+
+def test_extension_figure(extension_check):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2)
+    out = S.plot_extension_check(axes, extension_check["check"])
+    assert out["drawn"] == ["plain", "NTK x2", "NTK x4", "YaRN x2", "YaRN x4"]
+    assert "plain 41" in out["titles"][0] and "NTK x4 none up to 63" in out["titles"][1]
+    with pytest.raises(TypeError, match="axes"):
+        S.plot_extension_check(axes[0], extension_check["check"])
+    with pytest.raises(ValueError, match="methods"):
+        S.plot_extension_check(axes, extension_check["check"], methods=("xpos",))
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- the refuted predictions in few words
+
+
+def test_refuted_brief_merges_factors_and_variants_without_losing_a_case(grid):
+    import re
+
+    table = S.group_table(grid)
+    for scheme in S.GRID_SCHEMES:
+        brief = S.refuted_brief(table, scheme)
+        cases = S.scheme_predictions(table, scheme)["refuted_cases"]
+        if not cases:
+            assert brief == "none"
+            continue
+        expanded = set()
+        for entry in brief.split("; "):
+            m = re.fullmatch(r"(.+?) ((?:plain|with BOS)(?: and with BOS)?), ((?:fit|2x|4x)(?: and 4x)?): (\w+) "
+                             r"\(predicted (\w+)\)", entry)
+            assert m, entry
+            task, variants, whats, observed, predicted = m.groups()
+            for v in variants.split(" and "):
+                for w in whats.split(" and "):
+                    expanded.add(f"{task}, {v}, {w}: predicted {predicted}, observed {observed}")
+        assert expanded == set(cases) and len(brief) < len("; ".join(cases)) + 1, scheme
+
+
+def test_refuted_brief_refuses_bad_input():
+    with pytest.raises(ValueError, match="scheme"):
+        S.refuted_brief([], "learned")
+    with pytest.raises(TypeError, match="table"):
+        S.refuted_brief(42, "rope")

@@ -1560,7 +1560,7 @@ def test_explorer_table_has_axes_and_colour_scale(explorer_at):
 
 def test_explorer_results_match_the_saved_results(explorer_at):
     """Chapter 6's results explorer draws the saved results: its data are the mean
-    accuracy per position of alternatives.json (shipped with posenc.book), as the chapter's
+    accuracy per position of alternatives_v2.json (shipped with posenc.book), as the chapter's
     figure of positions averages them, and every task and variant can be chosen."""
     np = pytest.importorskip("numpy")
     sys.path.insert(0, str(ROOT / "book" / "_ext"))
