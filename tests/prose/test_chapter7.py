@@ -323,3 +323,5 @@ def test_live_run_is_the_grid_model_and_breaks_at_L_only_with_sinusoidal():
     assert rise["alibi"] < 0.4, rise                 # measured 0.20: a drift
     assert rise["sinusoidal"] > 3 * rise["alibi"], rise
     assert abs(float(g["live-in-sinusoidal"]) - float(g["live-in-alibi"])) < 0.15  # "alike" within L
+    at = {k: float(g[f"live-sin-{k}"]) for k in ("L1", "L", "L2")}    # sinusoidal at L - 1, L, L + 2
+    assert at["L"] - at["L1"] < 0.3 and at["L2"] - at["L1"] > 0.5, at  # measured 3.01, 3.18, 3.94
