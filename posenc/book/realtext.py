@@ -1340,8 +1340,8 @@ def train_grid_slice(
     float32; ``dtype=torch.float32`` is exactly its trial).
 
     Returns:
-        ``(model, info)``: the model (in eval mode, with the weights of its best
-        evaluation) and :func:`train_lm_pack`'s info dict of the trial.
+        The pair ``(model, info)``; the model is in eval mode with the weights of its
+        best evaluation, and ``info`` is :func:`train_lm_pack`'s info dict of the trial.
 
     Example:
         >>> cfg = GridConfig(n_layers=1, d_model=16, n_heads=2, batch_size=4, max_steps=2,
