@@ -76,6 +76,7 @@ __all__ = [
     "context_use",
     "copy_probe",
     "grid_first_losses",
+    "train_grid_slice",
     "ngram_bits",
     "paired_bpc",
     "repeat_spans",
@@ -1304,6 +1305,67 @@ def copy_probe(
     gains = ((b - a).mean(1).double() * LOG2E).tolist()
     return {"gain": float(np.mean(gains)), "gains": gains, "copy": float(a.mean()) * LOG2E,
             "control": float(b.mean()) * LOG2E, "length": length}
+
+
+# --------------------------------------------------------------------------- chapter 7's live run
+#
+# A slice of the grid's model that a notebook can train in seconds: one trial of the
+# grid's recipe (:func:`train_lm_pack`), with the grid's initial weights and batches, run
+# in float64 so that the digits a reader sees do not depend on the CPU's kernels.
+
+
+class _Float64Grid(GridConfig):
+    """A :class:`GridConfig` whose models are built as the grid builds them, then cast to float64."""
+
+    def model(self, scheme: str, vocab_size: int, t5_max_distance: int | None = None) -> PositionalTransformer:
+        return super().model(scheme, vocab_size, t5_max_distance).double()
+
+
+def train_grid_slice(
+    scheme: str,
+    config: GridConfig,
+    corpus: CharCorpus,
+    *,
+    seed: int = 0,
+    lr: float = 4e-3,
+    dtype: torch.dtype = torch.float64,
+    t5_max_distance: int | None = None,
+) -> tuple[PositionalTransformer, dict]:
+    """One trial of chapter 7's grid recipe (``config``, e.g. ``GridConfig`` with a short ``max_steps``), in ``dtype``.
+
+    Trains ``scheme`` on ``corpus``'s training split with :func:`train_lm_pack` (one
+    seed, learning rate ``lr``, the validation split for its evaluations). The model
+    starts from the grid's initial weights for ``seed`` and sees the grid's batches;
+    with ``dtype=torch.float64`` those weights are cast to float64 before training, so
+    a run of a few hundred steps prints the same digits on any CPU (the grid trains in
+    float32; ``dtype=torch.float32`` is exactly its trial).
+
+    Returns:
+        The pair ``(model, info)``; the model is in eval mode with the weights of its
+        best evaluation, and ``info`` is :func:`train_lm_pack`'s info dict of the trial.
+
+    Example:
+        >>> cfg = GridConfig(n_layers=1, d_model=16, n_heads=2, batch_size=4, max_steps=2,
+        ...                  eval_every=2, warmup=0, val_chars=64)
+        >>> model, info = train_grid_slice("alibi", cfg, load_corpus())
+        >>> next(model.parameters()).dtype, [h[0] for h in info["history"]]
+        (torch.float64, [2])
+    """
+    if not isinstance(config, GridConfig):
+        raise TypeError(f"config must be a GridConfig, got {type(config).__name__}")
+    if not isinstance(corpus, CharCorpus):
+        raise TypeError(f"corpus must be a CharCorpus (load_corpus()), got {type(corpus).__name__}")
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    seed = check_int("seed", seed, minimum=0)
+    variant_name(scheme, t5_max_distance)
+    if dtype == torch.float64:
+        config = _Float64Grid.from_dict(config.to_dict())
+    (model,), (info,) = train_lm_pack(scheme, [seed], [float(lr)], config, corpus.split("train"), corpus.split("val"),
+                                      vocab_size=corpus.vocab_size, t5_max_distance=t5_max_distance)
+    return model, info
 
 
 def grid_first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, lr: float,

@@ -439,3 +439,30 @@ def test_grid_defaults_are_the_protocol_its_predictions_were_computed_for():
         rt.rope_break(100_000, 4)
     with pytest.raises(ValueError, match="max_distance"):
         rt.t5_first_untrained(8, 0)
+
+
+def test_train_grid_slice_is_one_float64_trial_of_the_grid_recipe(corpus):
+    """Chapter 7's live run: ``train_lm_pack``'s trial (its weights and batches), in float64."""
+    train, val = corpus.split("train"), corpus.split("val")
+    model, info = rt.train_grid_slice("sinusoidal", GRID_TINY, corpus, seed=0, lr=2e-3)
+    assert all(p.dtype == torch.float64 for p in model.parameters()) and not model.training
+    assert [h[0] for h in info["history"]] == [2, 4, 6] and info["seed"] == 0 and info["lr"] == 2e-3
+    # the same trial as the grid's entry point, in float32 (same seed, same batches)
+    model32, info32 = rt.train_grid_slice("sinusoidal", GRID_TINY, corpus, lr=2e-3, dtype=torch.float32)
+    _, grid = rt.train_lm_pack("sinusoidal", [0], [2e-3], GRID_TINY, train, val)
+    assert info32["train_loss"] == grid[0]["train_loss"] and next(model32.parameters()).dtype == torch.float32
+    # float64 starts from the grid's float32 weights: the first loss agrees to float32 rounding
+    assert info["train_loss"][0] == pytest.approx(grid[0]["train_loss"][0], abs=1e-5)
+    assert info["train_loss"] == pytest.approx(grid[0]["train_loss"], abs=1e-3)
+    with pytest.raises(TypeError, match="config"):
+        rt.train_grid_slice("alibi", TINY, corpus)
+    with pytest.raises(TypeError, match="corpus"):
+        rt.train_grid_slice("alibi", GRID_TINY, corpus.text)
+    with pytest.raises(ValueError, match="dtype"):
+        rt.train_grid_slice("alibi", GRID_TINY, corpus, dtype=torch.float16)
+    with pytest.raises(ValueError, match="lr"):
+        rt.train_grid_slice("alibi", GRID_TINY, corpus, lr=0.0)
+    with pytest.raises(ValueError, match="seed"):
+        rt.train_grid_slice("alibi", GRID_TINY, corpus, seed=-1)
+    with pytest.raises(ValueError, match="scheme"):
+        rt.train_grid_slice("alibi-ish", GRID_TINY, corpus)

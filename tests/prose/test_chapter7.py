@@ -291,3 +291,37 @@ def test_context_counts_of_non_overlapping_windows():
     assert seen and all(shape[-1] == n for shape in seen)  # n inputs score n targets
     contexts = np.arange(1, n + 1)  # so target k is predicted from inputs 1..k
     assert contexts.mean() == (n + 1) / 2 and (contexts < 4).mean() == (4 - 1) / n
+
+
+# ----------------------------------------------------------------------------- the live run (issue 31, item 8)
+
+
+def _stored_glue(notebook: str = "07_realtext") -> dict[str, str]:
+    """Every value the stored notebook glued, by name (nbval checks that a fresh run stores the same)."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / f"{notebook}.ipynb").read_text())
+    return {o["metadata"]["scrapbook"]["name"]: o["data"]["application/papermill.record/text/plain"].strip("'\"")
+            for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+            if "application/papermill.record/text/plain" in o.get("data", {})}
+
+
+def test_live_run_is_the_grid_model_and_breaks_at_L_only_with_sinusoidal():
+    """The live run is GridConfig's model (only its steps shortened), and the prose's prediction holds:
+    past L the sinusoidal model's loss rises by far more than ALiBi's, and within L the two are alike."""
+    g = _stored_glue()
+    grid = rt.GridConfig()
+    assert (int(g["live-L"]), int(g["live-layers"]), int(g["live-width"]), int(g["live-heads"]), int(g["live-batch"])) == (
+        grid.train_len, grid.n_layers, grid.d_model, grid.n_heads, grid.batch_size)
+    assert int(g["live-n"]) == 8 * grid.train_len and 200 <= int(g["live-steps"]) <= 400
+    assert float(g["live-lr"]) in grid.lrs
+    rise = {s: float(g[f"live-rise-{s}"]) for s in ("sinusoidal", "alibi")}
+    for s in rise:  # the glued rise is out minus in (rounding aside)
+        assert rise[s] == pytest.approx(float(g[f"live-out-{s}"]) - float(g[f"live-in-{s}"]), abs=0.011)
+    assert rise["sinusoidal"] > 0.8, rise            # measured 1.34: a break
+    assert rise["alibi"] < 0.4, rise                 # measured 0.20: a drift
+    assert rise["sinusoidal"] > 3 * rise["alibi"], rise
+    assert abs(float(g["live-in-sinusoidal"]) - float(g["live-in-alibi"])) < 0.15  # "alike" within L
+    at = {k: float(g[f"live-sin-{k}"]) for k in ("L1", "L", "L2")}    # sinusoidal at L - 1, L, L + 2
+    assert at["L"] - at["L1"] < 0.3 and at["L2"] - at["L1"] > 0.5, at  # measured 3.01, 3.18, 3.94
