@@ -108,10 +108,32 @@
     return x.toFixed(digits === undefined ? 3 : digits);
   }
 
-  // A line chart in an SVG of fixed viewBox; series: [{values, label, cls}], x values xs.
+  // The width a chart is drawn at, in CSS pixels (240 to 640). A chart's viewBox is that
+  // wide, so one unit is one pixel and its text keeps its size on a phone (a fixed
+  // 640-unit box shrank 13 px text to 6.9 px at 390 px).
+  function drawWidth(svg) {
+    var w = svg.getBoundingClientRect().width || (svg.parentNode && svg.parentNode.clientWidth) || 640;
+    return Math.max(240, Math.min(640, Math.round(w)));
+  }
+
+  // Call draw() again when the width svg is drawn at changes (a phone turned, a window
+  // resized), at most once per 150 ms.
+  function redrawOnResize(svg, draw) {
+    var drawnAt = drawWidth(svg), pending = null;
+    window.addEventListener("resize", function () {
+      if (pending) return;
+      pending = window.setTimeout(function () {
+        pending = null;
+        if (drawWidth(svg) !== drawnAt) { drawnAt = drawWidth(svg); draw(); }
+      }, 150);
+    });
+  }
+
+  // A line chart, its viewBox as wide as the page draws it (drawWidth) and a little
+  // taller than wide on a phone; series: [{values, label, cls}], x values xs.
   function lineChart(svg, xs, series, opts) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    var W = 640, H = 300, L = 62, R = 12, T = 12, B = 42;
+    var W = drawWidth(svg), H = W >= 480 ? 300 : Math.round(Math.max(220, 0.72 * W)), L = 62, R = 12, T = 12, B = 42;
     svg.setAttribute("viewBox", "0 0 " + W + " " + H);
     var ylog = !!opts.ylog;
     var tr = function (v) { return ylog ? Math.log10(v) : v; };
@@ -130,7 +152,7 @@
       el("line", { x1: X(t), y1: H - B, x2: X(t), y2: H - B + 4 }, axes);
       el("text", { x: X(t), y: H - B + 17, "text-anchor": "middle" }, axes).textContent = String(t);
     });
-    el("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", class: "label" }, axes).textContent = opts.xlabel;
+    el("text", { x: W >= 480 ? (L + W - R) / 2 : W / 2, y: H - 6, "text-anchor": "middle", class: "label" }, axes).textContent = opts.xlabel;
     el("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle", class: "label",
                  transform: "rotate(-90 14 " + (T + H - B) / 2 + ")" }, axes).textContent = opts.ylabel;
     series.forEach(function (s) {
@@ -347,6 +369,7 @@
       root.dataset.state = dm + "/" + fmt(base, 0) + "/" + pv;
     }
     [d, b, p].forEach(function (s) { s.addEventListener("input", draw); });
+    redrawOnResize(svg, draw);
     draw();
   }
 
@@ -437,6 +460,7 @@
       root.dataset.state = String(s);
     }
     fct.addEventListener("input", draw);
+    redrawOnResize(svg, draw);
     draw();
   }
 
@@ -470,6 +494,7 @@
     register: register,
     // helpers for the explorers of other scripts
     slider: slider, select: select, panel: panel, lineChart: lineChart, svgElement: el, fmt: fmt,
+    drawWidth: drawWidth, redrawOnResize: redrawOnResize,
     // the formulas (the browser test checks them against posenc)
     frequencies: frequencies, encoding: encoding, dotCurve: dotCurve, rotate: rotate,
     ropeScore: ropeScore, scaledFrequencies: scaledFrequencies, Q: Q, K: KEY,
