@@ -43,7 +43,7 @@ ones to the width of the screen), and every chapter figure either shown at the s
 was drawn (its 9 pt text stays 9 pt) or a link to the image at full size (a tap
 enlarges it), and the explorers draw no text under their minimum
 (``EXPLORER_MIN_TEXT_PX_PHONE``: chapter 8's 10 px, its grid's ids were about 6 px;
-the charts of chapters 3, 4 and 6 11 px, they drew 6.9 px; every explorer's smallest
+the charts of chapters 2, 3, 4 and 6 11 px, they drew 6.9 px; every explorer's smallest
 text is printed). The code blocks on a phone
 are printed, not asserted; run with ``-s`` to see every number.
 
@@ -637,6 +637,13 @@ _EXPLORER_TEXT_JS = """
       const size = parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
       if (px === null || size < px) { px = Math.round(size * 10) / 10; text = t.textContent; }
     }
+    // a canvas's text: its size in the canvas's units (data-text-px) times the canvas's scale
+    for (const c of root.querySelectorAll('.explorer-live canvas[data-text-px]')) {
+      const w = c.getBoundingClientRect().width;
+      if (!w) continue;
+      const size = parseFloat(c.dataset.textPx) * w / (c.width / window.devicePixelRatio);
+      if (px === null || size < px) { px = Math.round(size * 10) / 10; text = '(canvas)'; }
+    }
     return {px, text};
   };
   const out = [];
@@ -1026,8 +1033,9 @@ def test_no_page_pans_on_a_phone(cold: ColdReport):
 # Reading item 6 (phones): the explorers whose text must be legible on a phone, and how
 # small it may be there (px as drawn). Chapter 8's id labels were about 6 px; the charts of
 # chapter 3 (dot product), 4 (RoPE scalings) and 6 (biases, aliasing, results) drew 6.9 px
-# (13 px in a 640-unit box). Chapter 2's table is a canvas, not measured here.
-EXPLORER_MIN_TEXT_PX_PHONE = {"multidim": 10, "dot": 11, "scaling": 11, "biases": 11, "alias": 11, "results": 11}
+# (13 px in a 640-unit box), chapter 2's table (a canvas) too.
+EXPLORER_MIN_TEXT_PX_PHONE = {"multidim": 10, "dot": 11, "scaling": 11, "biases": 11, "alias": 11, "results": 11,
+                              "sinusoidal": 11}
 
 
 def test_explorer_text_legible_on_a_phone(cold: ColdReport):
