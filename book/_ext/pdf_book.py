@@ -156,7 +156,7 @@ def _chromium() -> str | None:
 
 # Pages of the website that the PDF leaves out: the laboratory's API reference
 # (``posenc.book``, one page per module), which only readers of the chapters' code look up,
-# on the site; it was most of the 353 pages of API reference in an 832-page book. The PDF
+# on the site: 250 of the 832 pages the book printed with it (the library's took 104). The PDF
 # keeps the library's reference (what a reader copies into a model) and the laboratory's
 # overview page (``book/api/laboratory``), whose links to the left-out pages go to the site.
 WEB_ONLY = ("book/api/laboratory/",)
