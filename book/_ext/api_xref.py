@@ -1,4 +1,5 @@
-"""Sphinx extension of the book: the API page, and the cross-references of posenc's docstrings.
+"""Sphinx extension of the book: the API reference, one page per module, and the cross-references
+of posenc's docstrings.
 
 The API reference has one page per module: ``book/api/library/<module>.md`` for the
 library (``posenc``, ``posenc.rope``), ``book/api/laboratory/<module>.md`` for the
