@@ -303,6 +303,31 @@ def test_laboratory_reference_left_to_the_website():
     assert pdf_book.site_url("", "book/api", "") is None
 
 
+def test_links_to_left_out_pages_go_to_the_site():
+    """``link_pdf`` on a one-page PDF: a link to a laboratory page (left out of the PDF) goes
+    to that page on the site, a link to a printed document to its destination, a link to
+    another file of the print server is removed (no browser needed)."""
+    pypdf = pytest.importorskip("pypdf")
+    from pypdf.annotations import Link
+    from pypdf.generic import RectangleObject
+
+    pdf_book = _pdf_book()
+    base = "http://127.0.0.1:8000/"
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(595, 842)
+    for i, target in enumerate([base + "book/api/laboratory/posenc.book.tables.html#posenc.book.tables.markdown_table",
+                                base + "book/intro.html", base + "_images/x.png"]):
+        writer.add_annotation(0, Link(rect=RectangleObject([10, 10 + 30 * i, 100, 30 + 30 * i]), url=target))
+    counts = pdf_book.link_pdf(writer, base, {"book/intro": (0, 1)}, {},
+                               online=lambda doc, frag: pdf_book.site_url("https://example.org/", doc, frag))
+    assert counts == {"named": 0, "document": 1, "online": 1, "removed": 1}, counts
+    annots = [a.get_object() for a in writer.pages[0]["/Annots"]]
+    uris = [str(a["/A"]["/URI"]) for a in annots if "/A" in a]
+    assert uris == ["https://example.org/book/api/laboratory/posenc.book.tables.html"
+                    "#posenc.book.tables.markdown_table"], uris
+    assert [str(a["/Dest"]) for a in annots if "/Dest" in a] == ["book/intro#__start"]
+
+
 def test_pdf_prints_the_library_reference_only(pdf, site_dir: Path):  # noqa: F811
     """In the built PDF: a bookmark for each library module's page, none for the
     laboratory's; the laboratory's overview links to its modules on the site."""
