@@ -625,6 +625,10 @@ def _run_axe(page, name: str, theme: str, rep: SiteReport) -> None:
 # also on its densest grid (3 frames of 8 x 8 tokens, M-RoPE ids, the longest labels).
 _EXPLORER_TEXT_JS = """
 () => {
+  // an explorer in a collapsed dropdown is measured opened, as a reader opens it
+  document.querySelectorAll('details:not([open])').forEach(d => {
+    if (d.querySelector('.posenc-explorer')) d.open = true;
+  });
   const smallest = (root) => {
     let px = null, text = '';
     for (const t of root.querySelectorAll('.explorer-live svg text')) {
@@ -1235,6 +1239,13 @@ def _explorers_in_site(site: Path) -> dict[str, list[str]]:
     return found
 
 
+_OPEN_EXPLORER_DROPDOWNS_JS = """
+() => document.querySelectorAll('details:not([open])').forEach(d => {
+  if (d.querySelector('.posenc-explorer')) d.open = true;
+})
+"""
+
+
 @pytest.fixture(scope="module")
 def explorer_at(browser_base, site_dir: Path):
     """A function name -> (page, problems): the page holding that explorer, its explorers
@@ -1274,6 +1285,8 @@ def explorer_at(browser_base, site_dir: Path):
             opened[rel] = _KEPT.get(rel) or open_page(rel)
             n = len([k for k, v in where.items() if rel in v])
             opened[rel][0].wait_for_function(f"document.querySelectorAll('.posenc-explorer.is-live').length >= {n}")
+            # an explorer may sit in a collapsed dropdown (<details>): open it, as a reader does
+            opened[rel][0].evaluate(_OPEN_EXPLORER_DROPDOWNS_JS)
         return opened[rel]
 
     yield get
