@@ -535,6 +535,7 @@ def _visit_phone(browser, base: str, html: Path, name: str, out: Crawl) -> None:
                                    timeout=10_000)
         except Exception:  # noqa: BLE001 - measured as it is (an explorer that did not start has no text)
             pass
+        page.evaluate(_OPEN_EXPLORER_DROPDOWNS_JS)  # measured opened, as a reader opens it
         cold.explorer_text_phone[name] = page.evaluate(_EXPLORER_TEXT_JS)
     phone.close()
 
@@ -625,10 +626,6 @@ def _run_axe(page, name: str, theme: str, rep: SiteReport) -> None:
 # also on its densest grid (3 frames of 8 x 8 tokens, M-RoPE ids, the longest labels).
 _EXPLORER_TEXT_JS = """
 () => {
-  // an explorer in a collapsed dropdown is measured opened, as a reader opens it
-  document.querySelectorAll('details:not([open])').forEach(d => {
-    if (d.querySelector('.posenc-explorer')) d.open = true;
-  });
   const smallest = (root) => {
     let px = null, text = '';
     for (const t of root.querySelectorAll('.explorer-live svg text')) {
