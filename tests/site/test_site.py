@@ -542,6 +542,7 @@ def _visit_phone(browser, base: str, html: Path, name: str, out: Crawl) -> None:
                                    timeout=10_000)
         except Exception:  # noqa: BLE001 - measured as it is (an explorer that did not start has no text)
             pass
+        page.evaluate(_OPEN_EXPLORER_DROPDOWNS_JS)  # measured opened, as a reader opens it
         cold.explorer_text_phone[name] = page.evaluate(_EXPLORER_TEXT_JS)
     phone.close()
 
@@ -1255,6 +1256,13 @@ def _explorers_in_site(site: Path) -> dict[str, list[str]]:
     return found
 
 
+_OPEN_EXPLORER_DROPDOWNS_JS = """
+() => document.querySelectorAll('details:not([open])').forEach(d => {
+  if (d.querySelector('.posenc-explorer')) d.open = true;
+})
+"""
+
+
 @pytest.fixture(scope="module")
 def explorer_at(browser_base, site_dir: Path):
     """A function name -> (page, problems): the page holding that explorer, its explorers
@@ -1294,6 +1302,8 @@ def explorer_at(browser_base, site_dir: Path):
             opened[rel] = _KEPT.get(rel) or open_page(rel)
             n = len([k for k, v in where.items() if rel in v])
             opened[rel][0].wait_for_function(f"document.querySelectorAll('.posenc-explorer.is-live').length >= {n}")
+            # an explorer may sit in a collapsed dropdown (<details>): open it, as a reader does
+            opened[rel][0].evaluate(_OPEN_EXPLORER_DROPDOWNS_JS)
         return opened[rel]
 
     yield get
