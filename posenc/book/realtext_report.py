@@ -489,7 +489,7 @@ def floors(grid: Mapping, *, threshold: float = 0.02, margin: float = 0.05) -> d
         margin: floor (b)'s largest distance to the 4-character count model, in bits.
 
     Returns:
-        A dict: ``rows`` (:class:`ReportRows`, one per variant and seed: ``fall``,
+        a dict with ``rows`` (:class:`ReportRows`, one per variant and seed, with ``fall``,
         ``floor_a``, ``margin_a``, ``bpc_L``, ``floor_b3``, ``margin_b3``, ``gap4``,
         ``within4``; ``None`` where the grid lacks the number), ``variants`` (one per
         variant: how many seeds meet each floor, ``met`` when all do), ``best`` (the best

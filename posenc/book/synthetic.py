@@ -2902,11 +2902,12 @@ def rope_extension_check(model: nn.Module, task: str = "offset_copy", variant: s
     ``observed`` is the first task position whose accuracy at 4x is below ``threshold``.
 
     Returns:
-        ``{"settings": [{"method", "factor", "label", "rival" (array (4L,)), "predicted",
-        "predicted_alias" (rope_head_profile's first rivalling alias), "selectivity" (per head),
-        "acc_1x", "beyond_2x", "beyond_4x", "pos_4x" (list), "observed"}], "aliases" (the fast
-        pair's untrained aliases), "offset", "margin", "threshold", "train_len", "task",
-        "variant"}``; ``"none"`` is plain RoPE whatever its factor.
+        a dict with ``settings`` (one dict per setting with ``method``, ``factor``,
+        ``label``, ``rival`` (array of shape ``(4L,)``), ``predicted``, ``predicted_alias``
+        (rope_head_profile's first rivalling alias), ``selectivity`` (per head), ``acc_1x``,
+        ``beyond_2x``, ``beyond_4x``, ``pos_4x`` (a list) and ``observed``), ``aliases`` (the
+        fast pair's untrained aliases), ``offset``, ``margin``, ``threshold``, ``train_len``,
+        ``task`` and ``variant``; the method ``"none"`` is plain RoPE whatever its factor.
 
     Example:
         >>> p = GridProtocol(eval_size=8)
