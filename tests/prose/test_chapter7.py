@@ -166,10 +166,33 @@ def test_prediction_1_common_rise_at_2L_rope_alibi(grid):
         assert 0.07 <= _seed_rise(grid, v, 16).mean() <= 0.18
 
 
-def test_prediction_1_common_rise_at_2L_t5(grid):
-    needs(grid, "main:t5-8", "main:t5-128")
-    for v in ("t5-8", "t5-128"):
-        assert 0.07 <= _seed_rise(grid, v, 16).mean() <= 0.18
+def test_prediction_1_refuted_by_t5_at_maximum_distance_L(grid):
+    needs(grid, "main:t5-8")
+    r = {n: _seed_rise(grid, "t5-8", n).mean() for n in (16, 64, 128)}
+    assert abs(r[16]) < 0.05  # "+0.01 at 2L, not 0.10-0.15"
+    assert 0 < r[128] < _seed_rise(grid, "alibi", 128).mean()
+    # the flattest variant, L to 16L (sliding)
+    rises = {v: _seed_rise(grid, v, 128).mean() for v in ("rope", "alibi", "t5-8")}
+    assert min(rises, key=rises.get) == "t5-8"
+    # non-overlapping it falls by 8L: the early token curse diluted
+    assert _seed_rise(grid, "t5-8", 64, "nonoverlapping").mean() < -0.1
+
+
+def test_t5_at_maximum_distance_L_meets_both_floors(grid):
+    needs(grid, "main:t5-8")
+    rows = [r for r in rr.floors(grid)["rows"] if r["variant"] == "t5-8"]
+    assert len(rows) == 3 and all(r["floor_a"] and r["floor_b3"] for r in rows)
+
+
+@pytest.mark.parametrize("n, label", [(8, rr.INDISTINGUISHABLE), (64, rr.HOLDS)])
+def test_t5_at_maximum_distance_L_against_alibi(grid, n, label):
+    needs(grid, "main:t5-8", "main:alibi")
+    assert _label(grid, "t5-8", "alibi", n)["label"] == label
+
+
+def test_prediction_1_t5_128(grid):
+    needs(grid, "main:t5-128")
+    assert _seed_rise(grid, "t5-128", 16).mean() > 0.07
 
 
 def test_prediction_2_rope_half_turn(grid):
@@ -214,6 +237,8 @@ def test_break_grows_for_rope_and_shrinks_for_alibi(grid):
     gap = {r["variant"]: [h[2]["val_8L"] - h[1] for h in r["history"]] for r in grid["runs"] if r["seed"] == 0}
     assert gap["rope"][-1] > gap["rope"][0] + 0.5
     assert gap["alibi"][-1] < gap["alibi"][0]
+    if "t5-8" in gap:
+        assert gap["t5-8"][-1] < 0 < gap["t5-8"][0]
 
 
 # --------------------------------------------------------------------------- the copy probe
