@@ -24,8 +24,9 @@ length); the last row of a trial has ``final: true`` and the per-position accura
 4x, the parameter counts, the stopping reason and, for RoPE, the context extensions
 ``ext_<method>``. Accuracies are rounded to 4 decimals. The units run under
 :class:`posenc.book.results.Experiment`, one after another: the file is rewritten
-atomically after every pack of ``--pack`` units (``--workers N`` is read as ``--pack N``),
-and a re-run skips the trials already in it.
+atomically after every pack of ``--pack`` units, ``--workers N`` runs packs in ``N``
+processes (as for every script on the harness: the same rows, in the same order), and a
+re-run skips the trials already in it.
 """
 
 from __future__ import annotations
@@ -147,4 +148,4 @@ EXPERIMENT = Experiment(
 )
 
 if __name__ == "__main__":
-    raise SystemExit(EXPERIMENT.main(["--pack" if a == "--workers" else a for a in sys.argv[1:]]))
+    raise SystemExit(EXPERIMENT.main(sys.argv[1:]))

@@ -1,9 +1,14 @@
-"""Sphinx extension of the book: the API page, and the cross-references of posenc's docstrings.
+"""Sphinx extension of the book: the API reference, one page per module, and the cross-references
+of posenc's docstrings.
 
-The directive ``posenc-modules`` writes the API page by walking a package: one section
-per public module (its docstring's first line as the title, an ``api-<module>`` label),
-each an ``automodule`` with its members. No list of modules is kept by hand: a module
-added to ``posenc`` or ``posenc.book`` appears on the page at the next build.
+The API reference has one page per module: ``book/api/library/<module>.md`` for the
+library (``posenc``, ``posenc.rope``), ``book/api/laboratory/<module>.md`` for the
+laboratory (``posenc.book``), each an ``automodule`` under an ``api-<module>`` label
+(``api-bias``, ``api-rope-core``, ``api-book-synthetic``); ``_toc.yml`` takes them in by
+glob. The directive ``posenc-modules <package>`` lists a package's public modules, found
+by walking it (no list kept by hand), each linked to its page with its docstring's first
+paragraph. A module without a page is an undefined label there, so a build with ``-n -W``
+fails until its page is written (``tests/book/test_api_docs.py`` says which file to add).
 
 Docstrings name objects the way readers import them (``posenc.sinusoidal_frequencies``,
 or a bare ``SCHEMES`` inside ``posenc.models``), while autodoc documents each object
@@ -44,21 +49,40 @@ def _all_modules() -> list[str]:
     return ["posenc", *public_modules("posenc"), "posenc.book", *public_modules("posenc.book")]
 
 
+def api_label(module: str) -> str:
+    """The label of a module's API page: ``posenc.book.synthetic`` -> ``api-book-synthetic``."""
+    return "api-" + module.removeprefix("posenc.").replace(".", "-")
+
+
+# The laboratory is the library's subpackage but a floor of its own, with its own list.
+LABORATORY = "posenc.book"
+
+
+def listed_modules(package: str) -> list[str]:
+    """The modules ``posenc-modules <package>`` lists: its public modules and subpackages
+    (the laboratory left out of the library's list), sorted."""
+    pkg = importlib.import_module(package)
+    return sorted(
+        m.name
+        for m in pkgutil.iter_modules(pkg.__path__, package + ".")
+        if not m.name.rsplit(".", 1)[-1].startswith("_") and m.name != LABORATORY
+    )
+
+
 class PosencModules(SphinxDirective):
-    """``posenc-modules <package>``: a section with an automodule for each public module."""
+    """``posenc-modules <package>``: a list of the package's public modules, each linked to
+    its API page (label ``api_label``) with the first paragraph of its docstring."""
 
     required_arguments = 1
 
     def run(self):
         package = self.arguments[0]
-        lines = []
-        for name in public_modules(package):
+        lines = ["```{eval-rst}"]
+        for name in listed_modules(package):
             module = importlib.import_module(name)
-            doc = (inspect.getdoc(module) or name).splitlines()[0].rstrip(".")
-            label = "api-" + name.removeprefix("posenc.").replace(".", "-")
-            # the page is MyST markdown, so the generated content is too
-            lines += [f"({label})=", f"### `{name}`: {doc}", ""]
-            lines += ["```{eval-rst}", f".. automodule:: {name}", "   :members:", "```", ""]
+            doc = " ".join((inspect.getdoc(module) or name).split("\n\n")[0].split()).rstrip(".")
+            lines.append(f"* :ref:`{name} <{api_label(name)}>`: {doc}.")
+        lines += ["```", ""]
         content = StringList(lines, source=f"<posenc-modules {package}>")
         node = nodes.section()
         node.document = self.state.document

@@ -1,7 +1,8 @@
 """Sphinx extension of the book: the whole book as one PDF, printed offline by Chromium.
 
 When the HTML build has finished, every page of the table of contents (front page,
-chapters, reference pages, in the order of ``_toc.yml``) is served on 127.0.0.1 and
+chapters, reference pages, in the order of ``_toc.yml``) but those of ``WEB_ONLY`` (the
+laboratory's API reference) is served on 127.0.0.1 and
 printed to PDF by headless Chromium (Debian's, or Playwright's own), after MathJax has
 typeset it; the pages are joined into ``_build/html/posenc-book.pdf``, which reads like
 a book:
@@ -18,7 +19,8 @@ a book:
 * links that stay in the book: every destination is named for its document
   (``notebooks/06_alternatives#summary``, so one chapter's "Summary" is not another's), and
   a link to another page of the book goes to its destination there, not to the local
-  server that printed it (``link_pdf``);
+  server that printed it, and a link to a page left out of the PDF (``WEB_ONLY``) to that
+  page on the published site (``link_pdf``);
 * code lines that wrap on paper indented under their start; the figures' plotting code,
   hidden on the web (``hide-input``), left out; a code cell's frame broken with its code
   (the print style sheet);
@@ -150,6 +152,28 @@ def _chromium() -> str | None:
         if name and (path := shutil.which(name)):
             return path
     return None
+
+
+# Pages of the website that the PDF leaves out: the laboratory's API reference
+# (``posenc.book``, one page per module), which only readers of the chapters' code look up,
+# on the site: 250 of the 832 pages the book printed with it (the library's took 104). The PDF
+# keeps the library's reference (what a reader copies into a model) and the laboratory's
+# overview page (``book/api/laboratory``), whose links to the left-out pages go to the site.
+WEB_ONLY = ("book/api/laboratory/",)
+
+
+def printed_pages(pages: list[str]) -> list[str]:
+    """The documents of ``pages`` that the PDF prints: all but those under ``WEB_ONLY``."""
+    return [d for d in pages if not d.startswith(WEB_ONLY)]
+
+
+def site_url(url: str, doc: str, frag: str = "") -> str | None:
+    """The address of ``doc`` (and its ``frag``) on the published site at ``url``, or None
+    where the book has no site address (``CITATION.cff``)."""
+    if not url.startswith(("https://", "http://")):
+        return None
+    return url.rstrip("/") + "/" + urllib.parse.quote(doc) + ".html" + (
+        "#" + urllib.parse.quote(frag) if frag and frag != "__start" else "")
 
 
 def book_pages(env) -> list[str]:
@@ -397,7 +421,7 @@ def build_pdf(outdir: Path, pages: list[str], titles: dict[str, str] | None = No
         for sid, stitle in sections.get(doc, []):
             if f"{doc}#{sid}" in dests:
                 writer.add_outline_item(stitle, dests[f"{doc}#{sid}"][0], parent=item)
-    link_pdf(writer, base, starts, dests)
+    link_pdf(writer, base, starts, dests, online=lambda doc, frag: site_url(meta.url, doc, frag))
     if len(running.pages) != len(writer.pages) - len(cover.pages):
         raise RuntimeError(f"running heads: {len(running.pages)} pages for {len(writer.pages) - len(cover.pages)}")
     for i, over in enumerate(running.pages):
@@ -429,11 +453,8 @@ def chapter_pdfs(book: Path, starts: dict[str, tuple[int, int]], dests: dict[str
     from pypdf.generic import ArrayObject, DictionaryObject, FloatObject, NameObject, NullObject, TextStringObject
 
     def online(dest: str) -> str | None:
-        if not meta.url.startswith(("https://", "http://")):
-            return None
         doc_, _, frag = dest.partition("#")
-        return meta.url.rstrip("/") + "/" + urllib.parse.quote(doc_) + ".html" + (
-            "#" + urllib.parse.quote(frag) if frag and frag != "__start" else "")
+        return site_url(meta.url, doc_, frag)
 
     reader = PdfReader(book)
     out = []
@@ -506,19 +527,21 @@ def _link_target(annot, doc: str, base: str) -> tuple[str, str] | None:
 
 
 def link_pdf(writer, base: str, starts: dict[str, tuple[int, int]],
-             dests: dict[str, tuple[int, float, float]]) -> dict[str, int]:
+             dests: dict[str, tuple[int, float, float]], online=None) -> dict[str, int]:
     """Point the links of the joined PDF inside it instead of at the server that printed it.
 
     Every destination is named ``<document>#<id>`` (``notebooks/06_alternatives#summary``),
     so that the "Summary" of one chapter is not another's; a link to a page of the book
     (``http://127.0.0.1:<port>/notebooks/04_rotations.html#eq-x``) or to a destination of
     its own page (``/summary``) goes to that named destination, or to the first page of the
-    document when the id has none; a link to any other file of the local server (a figure's
-    image) is removed. Returns the counts of each kind.
+    document when the id has none; a link to a page the PDF leaves out (``WEB_ONLY``) goes
+    to that page on the published site, ``online(document, fragment)``, where it gives an
+    address; a link to any other file of the local server (a figure's image) is removed.
+    Returns the counts of each kind.
     """
-    from pypdf.generic import ArrayObject, FloatObject, NameObject, NullObject, TextStringObject
+    from pypdf.generic import ArrayObject, DictionaryObject, FloatObject, NameObject, NullObject, TextStringObject
 
-    counts = {"named": 0, "document": 0, "removed": 0}
+    counts = {"named": 0, "document": 0, "online": 0, "removed": 0}
     root_names = writer._root_object.get("/Names")
     if root_names is not None and "/Dests" in root_names.get_object():
         del root_names.get_object()["/Dests"]  # the pages' own names ("/summary"), which collide
@@ -551,6 +574,13 @@ def link_pdf(writer, base: str, starts: dict[str, tuple[int, int]],
                     dest, kind = f"{tdoc}#{frag}", "named"
                 elif tdoc in starts:
                     dest, kind = names[tdoc], "document"
+                elif online is not None and tdoc.startswith(WEB_ONLY) and (url := online(tdoc, frag)):
+                    annot.pop("/Dest", None)
+                    annot[NameObject("/A")] = DictionaryObject(
+                        {NameObject("/S"): NameObject("/URI"), NameObject("/URI"): TextStringObject(url)})
+                    counts["online"] += 1
+                    keep.append(ref)
+                    continue
                 else:
                     counts["removed"] += 1
                     continue
@@ -672,7 +702,7 @@ def _build_finished(app, exc) -> None:
         return
     env = app.env
     outdir = Path(app.outdir)
-    pages = [d for d in book_pages(env) if (outdir / f"{d}.html").is_file()]
+    pages = [d for d in printed_pages(book_pages(env)) if (outdir / f"{d}.html").is_file()]
     titles = {d: env.titles[d].astext() for d in pages if d in env.titles}
     numbers = chapter_numbers(env, pages)
     meta = book_meta(Path(app.srcdir), app.config.html_title or app.config.project, app.config.author)

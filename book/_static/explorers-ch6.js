@@ -117,6 +117,14 @@
   }
 
   // ------------------------------------------------------------------ drawing helpers
+  // A chart's frame: as wide as the page draws svg (explorers.js, drawWidth: one unit one
+  // CSS pixel, so its 13 px text stays 13 px on a phone; a fixed 640-unit box drew 6.9 px
+  // at 390 px), H units tall on a wide screen, a little taller than wide on a narrow one.
+  function frame(svg, H) {
+    var W = X.drawWidth(svg);
+    return { W: W, H: W >= 480 ? H : Math.round(Math.max(220, 0.72 * W)), L: 62, R: 12, T: 12, B: 42 };
+  }
+
   function clear(svg, W, H) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     svg.setAttribute("viewBox", "0 0 " + W + " " + H);
@@ -183,7 +191,7 @@
       if (!bidi && nb < 2) nb = 2;
       var m = alibiSlopes(n);
       // slopes: one bar per head, log2 scale from 2^-9 to 1
-      var box = { W: 640, H: 260, L: 62, R: 12, T: 12, B: 42 };
+      var box = frame(slopesSvg, 260);
       clear(slopesSvg, box.W, box.H);
       var a = axes(slopesSvg, box, [0.5, n + 0.5], [-9, 0], {
         xlabel: "head h", ylabel: "slope m_h (log scale)", yticks: [0, -2, -4, -6, -8],
@@ -202,7 +210,7 @@
       var span = Math.max(Math.ceil(1.25 * md), D + 10);
       var xs = [], ys = [];
       for (var o = -span; o <= span; o++) { xs.push(o); ys.push(t5Bucket(o, bidi, nb, md)); }
-      var box2 = { W: 640, H: 280, L: 62, R: 12, T: 12, B: 42 };
+      var box2 = frame(bucketSvg, 280);
       clear(bucketSvg, box2.W, box2.H);
       var b = axes(bucketSvg, box2, [-span, span], [0, nb], {
         xlabel: "offset j \u2212 i (key minus query position)", ylabel: "T5 bucket",
@@ -233,6 +241,7 @@
     }
     [heads, buckets, maxd, dist].forEach(function (s) { s.addEventListener("input", draw); });
     causal.addEventListener("change", draw);
+    X.redrawOnResize(slopesSvg, draw);
     draw();
   }
 
@@ -269,7 +278,7 @@
       var omega = ropeFrequencies(w, base)[j];
       var single = ds.map(function (d) { return Math.cos(omega * (d - t)); });
       var peaks = aliasPeaks(w, base, j, t, 0, hi);
-      var box = { W: 640, H: 300, L: 62, R: 12, T: 12, B: 42 };
+      var box = frame(svg, 300);
       clear(svg, box.W, box.H);
       var a = axes(svg, box, [0, hi], [-1, 1], {
         xlabel: "distance d (key position minus query position)", ylabel: "score / |q||k|",
@@ -300,6 +309,7 @@
       root.dataset.state = [w, fmt(base, 0), t, j, hi].join("/");
     }
     [dh, b, d0, pair, range].forEach(function (s) { s.addEventListener("input", draw); });
+    X.redrawOnResize(svg, draw);
     draw();
   }
 
@@ -328,7 +338,7 @@
       var curves = (data.curves[task.value] || {})[variant.value] || {};
       var names = data.schemes.filter(function (s) { return curves[s]; });
       var n = names.length ? curves[names[0]].length : 64;
-      var box = { W: 640, H: 300, L: 62, R: 12, T: 12, B: 42 };
+      var box = frame(svg, 300);
       clear(svg, box.W, box.H);
       var a = axes(svg, box, [0, n - 1], [0, 1.05], {
         xlabel: "position (dashed: the training length, " + data.train_len + ")", ylabel: "accuracy",
@@ -372,6 +382,7 @@
     }
     task.addEventListener("change", draw);
     variant.addEventListener("change", draw);
+    X.redrawOnResize(svg, draw);
     draw();
   }
 

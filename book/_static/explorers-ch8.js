@@ -116,12 +116,8 @@
     return x >= 0 ? "rgb(255," + a + "," + a + ")" : "rgb(" + a + "," + a + ",255)";
   }
 
-  // The width a chart is drawn at, in CSS pixels. Its viewBox is that wide, so one unit is
-  // one pixel and text keeps its size on a phone (a fixed 640-unit box shrank it to ~6 px).
-  function drawWidth(svg) {
-    var w = svg.getBoundingClientRect().width || (svg.parentNode && svg.parentNode.clientWidth) || 640;
-    return Math.max(240, Math.min(640, Math.round(w)));
-  }
+  // The width a chart is drawn at, in CSS pixels: its viewBox is that wide (explorers.js).
+  var drawWidth = X.drawWidth;
 
   // the width of a label of digits and commas, in em (digits ~0.6 em, commas ~0.32 em),
   // with a little room on either side
@@ -272,14 +268,7 @@
     [T, H, W, qr, qc, ang].forEach(function (x) { x.addEventListener("input", draw); });
     [kind, scheme].forEach(function (x) { x.addEventListener("change", draw); });
     // drawn at the width the page gives it: redrawn when that changes (a phone turned)
-    var drawnAt = drawWidth(idsSvg), pending = null;
-    window.addEventListener("resize", function () {
-      if (pending) return;
-      pending = window.setTimeout(function () {
-        pending = null;
-        if (drawWidth(idsSvg) !== drawnAt) { drawnAt = drawWidth(idsSvg); draw(); }
-      }, 150);
-    });
+    X.redrawOnResize(idsSvg, draw);
     draw();
   }
 

@@ -108,10 +108,32 @@
     return x.toFixed(digits === undefined ? 3 : digits);
   }
 
-  // A line chart in an SVG of fixed viewBox; series: [{values, label, cls}], x values xs.
+  // The width a chart is drawn at, in CSS pixels (240 to 640). A chart's viewBox is that
+  // wide, so one unit is one pixel and its text keeps its size on a phone (a fixed
+  // 640-unit box shrank 13 px text to 6.9 px at 390 px).
+  function drawWidth(svg) {
+    var w = svg.getBoundingClientRect().width || (svg.parentNode && svg.parentNode.clientWidth) || 640;
+    return Math.max(240, Math.min(640, Math.round(w)));
+  }
+
+  // Call draw() again when the width svg is drawn at changes (a phone turned, a window
+  // resized), at most once per 150 ms.
+  function redrawOnResize(svg, draw) {
+    var drawnAt = drawWidth(svg), pending = null;
+    window.addEventListener("resize", function () {
+      if (pending) return;
+      pending = window.setTimeout(function () {
+        pending = null;
+        if (drawWidth(svg) !== drawnAt) { drawnAt = drawWidth(svg); draw(); }
+      }, 150);
+    });
+  }
+
+  // A line chart, its viewBox as wide as the page draws it (drawWidth) and a little
+  // taller than wide on a phone; series: [{values, label, cls}], x values xs.
   function lineChart(svg, xs, series, opts) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    var W = 640, H = 300, L = 62, R = 12, T = 12, B = 42;
+    var W = drawWidth(svg), H = W >= 480 ? 300 : Math.round(Math.max(220, 0.72 * W)), L = 62, R = 12, T = 12, B = 42;
     svg.setAttribute("viewBox", "0 0 " + W + " " + H);
     var ylog = !!opts.ylog;
     var tr = function (v) { return ylog ? Math.log10(v) : v; };
@@ -130,7 +152,7 @@
       el("line", { x1: X(t), y1: H - B, x2: X(t), y2: H - B + 4 }, axes);
       el("text", { x: X(t), y: H - B + 17, "text-anchor": "middle" }, axes).textContent = String(t);
     });
-    el("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", class: "label" }, axes).textContent = opts.xlabel;
+    el("text", { x: W >= 480 ? (L + W - R) / 2 : W / 2, y: H - 6, "text-anchor": "middle", class: "label" }, axes).textContent = opts.xlabel;
     el("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle", class: "label",
                  transform: "rotate(-90 14 " + (T + H - B) / 2 + ")" }, axes).textContent = opts.ylabel;
     series.forEach(function (s) {
@@ -243,7 +265,7 @@
     var d = slider(ui.controls, "d", "d (width)", 8, 256, 8, 96);
     var b = slider(ui.controls, "base", "base", 1, 6, 0.1, 4, function (v) { return fmt(Math.pow(10, v), 0); });
     var canvas = document.createElement("canvas");
-    canvas.width = 640; canvas.height = 320;
+    canvas.width = 640; canvas.height = 320;  // redrawn at the width shown (draw)
     canvas.setAttribute("role", "img");
     ui.live.appendChild(canvas);
     ui.live.appendChild(ui.note);
@@ -255,26 +277,36 @@
       var a = Math.round(255 * (1 - Math.abs(v)));
       return [v > 0 ? 255 : a, a, v < 0 ? 255 : a];
     }
+    // one pixel per cell of the table, scaled up into the frame without smoothing
+    var cells = document.createElement("canvas");
     function draw() {
       var dm = +d.value, base = Math.pow(10, +b.value);
       var ctx = canvas.getContext("2d");
-      var W = canvas.width, H = canvas.height, pw = W - box.L - box.R, ph = H - box.T - box.B;
+      // drawn at the width shown, in CSS pixels (drawWidth), at the screen's resolution:
+      // 13 px text stays 13 px on a phone (a fixed 640-pixel canvas drew 6.9 px at 390 px)
+      var W = drawWidth(canvas), H = W >= 480 ? 320 : Math.round(Math.max(240, 0.75 * W));
+      var dpr = window.devicePixelRatio || 1;
+      canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
+      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      var pw = W - box.L - box.R, ph = H - box.T - box.B;
       ctx.clearRect(0, 0, W, H);
-      var img = ctx.createImageData(pw, ph);
-      var rows = [];
-      for (var p = 0; p < N; p++) rows.push(encoding(p, dm, base));
-      for (var y = 0; y < ph; y++) {
-        var row = rows[Math.floor((y * N) / ph)];
-        for (var x = 0; x < pw; x++) {
-          var rgb = shade(row[Math.floor((x * dm) / pw)]), o = 4 * (y * pw + x);
+      cells.width = dm; cells.height = N;
+      var cctx = cells.getContext("2d"), img = cctx.createImageData(dm, N);
+      for (var p = 0; p < N; p++) {
+        var row = encoding(p, dm, base);
+        for (var x = 0; x < dm; x++) {
+          var rgb = shade(row[x]), o = 4 * (p * dm + x);
           img.data[o] = rgb[0]; img.data[o + 1] = rgb[1]; img.data[o + 2] = rgb[2]; img.data[o + 3] = 255;
         }
       }
-      ctx.putImageData(img, box.L, box.T);
+      cctx.putImageData(img, 0, 0);
+      ctx.imageSmoothingEnabled = false;
+      ctx.drawImage(cells, box.L, box.T, pw, ph);
       var ink = getComputedStyle(canvas).color || "#222";
       ctx.strokeStyle = ink; ctx.fillStyle = ink; ctx.lineWidth = 1;
       ctx.strokeRect(box.L - 0.5, box.T - 0.5, pw + 1, ph + 1);
       ctx.font = "13px sans-serif";
+      canvas.dataset.textPx = "13";  // its text size in the canvas's own units (the site test reads it)
       ctx.textAlign = "right"; ctx.textBaseline = "middle";
       [0, 16, 32, 48, 63].forEach(function (t) {
         var yy = box.T + ((t + 0.5) * ph) / N;
@@ -315,6 +347,7 @@
       root.dataset.state = dm + "/" + fmt(base, 0);
     }
     d.addEventListener("input", draw); b.addEventListener("input", draw);
+    redrawOnResize(canvas, draw);
     // the axes' text follows the theme (light or dark) when the reader switches it
     new MutationObserver(draw).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
     draw();
@@ -347,6 +380,7 @@
       root.dataset.state = dm + "/" + fmt(base, 0) + "/" + pv;
     }
     [d, b, p].forEach(function (s) { s.addEventListener("input", draw); });
+    redrawOnResize(svg, draw);
     draw();
   }
 
@@ -437,6 +471,7 @@
       root.dataset.state = String(s);
     }
     fct.addEventListener("input", draw);
+    redrawOnResize(svg, draw);
     draw();
   }
 
@@ -470,6 +505,7 @@
     register: register,
     // helpers for the explorers of other scripts
     slider: slider, select: select, panel: panel, lineChart: lineChart, svgElement: el, fmt: fmt,
+    drawWidth: drawWidth, redrawOnResize: redrawOnResize,
     // the formulas (the browser test checks them against posenc)
     frequencies: frequencies, encoding: encoding, dotCurve: dotCurve, rotate: rotate,
     ropeScore: ropeScore, scaledFrequencies: scaledFrequencies, Q: Q, K: KEY,

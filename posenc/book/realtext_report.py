@@ -23,6 +23,7 @@ over blocks of text), :func:`~posenc.book.realtext.paired_bpc` (paired differenc
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -383,7 +384,9 @@ def copy_probe_table(grid: Mapping, *, condition: str | None = None) -> ReportRo
         out.append({**row, "gain": float(np.mean(row["gains"])), "interval": interval, "interval_kind": kind,
                     "label": label, "copy_bpc": float(np.mean([r["copy_bpc"] for r in have])),
                     "control_bpc": float(np.mean([r["control_bpc"] for r in have]))})
-    return ReportRows(out, columns=columns, missing=None if out else f"no copy-probe row with condition={condition!r}")
+    unit = {"positive_control": "the copy:<variant> units"}.get(condition, "the main units")
+    return ReportRows(out, columns=columns, missing=None if out else
+                      f"not in the results yet: no copy-probe row with condition={condition!r} ({unit}; units run: {_units(grid)})")
 
 
 def _ext_name(row: Mapping) -> str:
@@ -489,7 +492,7 @@ def floors(grid: Mapping, *, threshold: float = 0.02, margin: float = 0.05) -> d
         margin: floor (b)'s largest distance to the 4-character count model, in bits.
 
     Returns:
-        A dict: ``rows`` (:class:`ReportRows`, one per variant and seed: ``fall``,
+        a dict with ``rows`` (:class:`ReportRows`, one per variant and seed, with ``fall``,
         ``floor_a``, ``margin_a``, ``bpc_L``, ``floor_b3``, ``margin_b3``, ``gap4``,
         ``within4``; ``None`` where the grid lacks the number), ``variants`` (one per
         variant: how many seeds meet each floor, ``met`` when all do), ``best`` (the best
@@ -698,7 +701,9 @@ def _style(variant: str, L: int) -> dict:
 
 
 def _note(ax, text: str) -> None:
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=9, wrap=True)
+    # wrapped by hand: matplotlib's wrap=True wraps at the figure's edge, not the panel's
+    width = max(20, int(ax.get_position().width * ax.figure.get_figwidth() * 72 / (0.6 * 9)))
+    ax.text(0.5, 0.5, textwrap.fill(text, width), transform=ax.transAxes, ha="center", va="center", fontsize=9)
 
 
 def plot_context_use(ax, grid: Mapping, *, variants: Sequence[str] | None = None) -> dict:

@@ -2675,7 +2675,7 @@ def plot_similarity_check(ax, check: Mapping) -> dict:
 def plot_seen_check(ax, check: Mapping) -> dict:
     """Draw :func:`randomized_seen_check`: accuracy at the trained indices against the mean spacing of the positions.
 
-    One line per fitting trial through its lengths L, 2L and 4L (labelled), the mean in
+    One line per fitting trial through its lengths L, 2L and 4L (labelled "n = 16"), the mean in
     black. Returns ``{"title", "spacing", "mean"}``.
 
     Example:
@@ -2697,7 +2697,7 @@ def plot_seen_check(ax, check: Mapping) -> dict:
         ax.plot(c["spacing"], row, color=style["color"], linewidth=0.7, alpha=0.5, marker=style["marker"], markersize=4)
     ax.plot(c["spacing"], c["mean"], color="black", linewidth=1.6)
     for s, n, m in zip(c["spacing"], c["lengths"], c["mean"]):
-        ax.annotate(f"{n} tokens", (s, m), textcoords="offset points", xytext=(-10, -16), fontsize=9)
+        ax.annotate(f"n = {n}", (s, m), textcoords="offset points", xytext=(-10, -16), fontsize=9)
     ax.set_xlabel("mean spacing of the sampled positions")
     ax.set_ylabel("accuracy at trained indices")
     ax.set_ylim(-0.02, 1.05)
@@ -2902,11 +2902,12 @@ def rope_extension_check(model: nn.Module, task: str = "offset_copy", variant: s
     ``observed`` is the first task position whose accuracy at 4x is below ``threshold``.
 
     Returns:
-        ``{"settings": [{"method", "factor", "label", "rival" (array (4L,)), "predicted",
-        "predicted_alias" (rope_head_profile's first rivalling alias), "selectivity" (per head),
-        "acc_1x", "beyond_2x", "beyond_4x", "pos_4x" (list), "observed"}], "aliases" (the fast
-        pair's untrained aliases), "offset", "margin", "threshold", "train_len", "task",
-        "variant"}``; ``"none"`` is plain RoPE whatever its factor.
+        a dict with ``settings`` (one dict per setting with ``method``, ``factor``,
+        ``label``, ``rival`` (array of shape ``(4L,)``), ``predicted``, ``predicted_alias``
+        (rope_head_profile's first rivalling alias), ``selectivity`` (per head), ``acc_1x``,
+        ``beyond_2x``, ``beyond_4x``, ``pos_4x`` (a list) and ``observed``), ``aliases`` (the
+        fast pair's untrained aliases), ``offset``, ``margin``, ``threshold``, ``train_len``,
+        ``task`` and ``variant``; the method ``"none"`` is plain RoPE whatever its factor.
 
     Example:
         >>> p = GridProtocol(eval_size=8)

@@ -300,6 +300,31 @@ def _grid_script():
     return module
 
 
+def test_grid_script_workers_are_processes(tmp_path, monkeypatch):
+    """``python experiments/alternatives_extrapolation.py --workers N`` runs packs in N
+    processes, as the harness's option says (the script once passed it on as ``--pack N``);
+    the pack keeps its default. Nothing is run: the pool is a stub that records what it got."""
+    import runpy
+    import sys
+    from pathlib import Path
+
+    seen = {}
+
+    def pool(self, saved, ctx, workers, args, log):
+        seen.update(workers=workers, pack=self.pack)
+        return 0
+
+    monkeypatch.setattr(results.Experiment, "_run_pool", pool)
+    monkeypatch.setattr(results.Experiment, "units", lambda self, saved: [])  # one process: nothing to run
+    monkeypatch.setattr(results, "one_thread", lambda quick=False: None)  # the test process keeps its threads
+    monkeypatch.setattr(sys, "argv", ["alternatives_extrapolation.py", "--workers", "3", "--quiet",
+                                      "--out", str(tmp_path / "a.json")])
+    path = Path(__file__).resolve().parents[2] / "experiments" / "alternatives_extrapolation.py"
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_path(str(path), run_name="__main__")
+    assert stop.value.code == 0 and seen == {"workers": 3, "pack": 2}, seen
+
+
 def test_grid_script_rows_plan_and_quick_run():
     """The grid script on the Experiment harness (whose resume and atomic writes
     tests/book/test_results.py tests): a trial's rows, the plan, and a --quick run."""

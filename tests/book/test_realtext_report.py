@@ -431,6 +431,29 @@ def test_floors_and_orderings_of_the_shipped_grid(shipped):
     assert [r["context"] for r in rr.baseline_table(shipped)] == [0, 1, 2, 3, 4, 5]
 
 
+@pytest.mark.parametrize("fn", TABLES + [rr.baseline_table], ids=lambda f: f.__name__)
+def test_every_table_reads_the_shipped_grid_as_it_stands(shipped, fn):
+    """Whatever units the shipped file holds (it grows unit by unit), a table has rows or says what is missing."""
+    t = fn(shipped)
+    assert len(t) > 0 or t.missing.startswith("not in the results yet")
+    assert t.markdown()
+
+
+@pytest.mark.parametrize("fn", PLOTS, ids=lambda f: f.__name__)
+def test_every_plot_reads_the_shipped_grid_as_it_stands(shipped, fn, ax):
+    out = fn(ax, shipped)
+    assert out["drawn"] or "not in the results yet" in out["missing"]
+    assert out["alt"] and not plotting.figure_problems(ax.figure)
+
+
+def test_floors_of_the_shipped_grid_as_it_stands(shipped):
+    f = rr.floors(shipped)
+    assert f["ngram3"] == pytest.approx(2.706, abs=5e-4) and f["ngram4"] == pytest.approx(2.588, abs=5e-4)
+    assert f["met"] in (None, True, False)
+    for v in f["variants"]:
+        assert v["n_seeds"] >= 1 and v["met"] in (True, False)
+
+
 # --------------------------------------------------------------------------- bad input
 
 _G = make_grid()

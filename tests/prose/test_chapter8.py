@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +12,8 @@ import torch
 
 import posenc
 from posenc.book import results, vision
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "08_multidim.ipynb"
 
 def test_flattening_puts_vertical_neighbours_far_and_width_dependent():
     d4, d8 = vision.adjacency_distances(4, 64), vision.adjacency_distances(8, 64)
@@ -63,6 +67,33 @@ def test_interleaving_spreads_every_axis_over_the_ladder():
         assert ladder[inter == a].min() < 20 and ladder[inter == a].max() > 1e4
     moved = 1 - np.mean(posenc.MultimodalRotaryEmbedding(128, [24, 20, 20]).axis_of_pair().numpy() == inter)
     assert 0.6 < moved < 0.7  # the share of pairs that turn with another axis in a contiguous port
+
+
+def test_glued_wavelengths_are_the_tables():
+    """The wavelengths the prose states (glued) are the table's beside it, digit for digit
+    (the prose once said 35,300 beside the table's 35,333), and its bounds for the
+    interleaved layout ("from 10 positions or fewer to 1,720,600 or more") hold for every axis."""
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    outputs = [o for c in cells if c["cell_type"] == "code" for o in c["outputs"]]
+    glued = {o["metadata"]["scrapbook"]["name"]: o["data"]["application/papermill.record/text/plain"]
+             for o in outputs if "application/papermill.record/text/plain" in o.get("data", {})}
+    table = next("".join(o["data"]["text/markdown"]) for o in outputs
+                 if "| pairs dealt |" in "".join(o.get("data", {}).get("text/markdown", "")))
+    shown = {}
+    for row in table.splitlines()[2:]:
+        layout, axis, _, low, high = (x.strip() for x in row.strip("|").split("|"))
+        shown[("int" if layout.startswith("inter") else "cont", axis)] = (low, high)
+    assert len(shown) == 6, table
+    for (key, axis), (low, high) in shown.items():
+        assert f"{int(glued[f'md-wl-{key}-{axis}-min']):,}" == low, (key, axis)
+        assert f"{int(glued[f'md-wl-{key}-{axis}-max']):,}" == high, (key, axis)
+    lows = [int(low.replace(",", "")) for (k, _), (low, _) in shown.items() if k == "int"]
+    highs = [int(high.replace(",", "")) for (k, _), (_, high) in shown.items() if k == "int"]
+    assert int(glued["md-wl-int-width-min"]) == max(lows) and int(glued["md-wl-int-height-max"]) == min(highs)
+    prose = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    assert "{glue:text}`md-wl-cont-width-min:,.0f`" in prose
+    assert ("from {glue:text}`md-wl-int-width-min:,.0f` positions or fewer to\n"
+            "{glue:text}`md-wl-int-height-max:,.0f` or more") in prose
 
 
 def test_transformers_starts_text_inside_a_long_video():

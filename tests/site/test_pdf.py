@@ -15,7 +15,9 @@ it reads like a book:
   that lies in the document it names (each chapter's "Summary" its own), section
   bookmarks, and contents that list the sections too; the code hidden on the web ("Show
   code cell source") left out; no code cell's frame printed empty at the foot of a page;
-* each chapter as a PDF of its own beside the book (``posenc-book-ch06.pdf``).
+* each chapter as a PDF of its own beside the book (``posenc-book-ch06.pdf``);
+* the library's API reference printed, the laboratory's (``pdf_book.WEB_ONLY``) left to
+  the website, the PDF's links to it going there.
 
 It checks the site that ``tests/site/test_site.py`` checks (same fixture), and skips,
 saying why, where the PDF could not be built: no Chromium, Playwright or pypdf.
@@ -41,8 +43,9 @@ def _squash(text: str) -> str:
     return re.sub(r"[\s\u00ad\u200b]+", "", text).replace("\u2011", "-")
 
 
-def _toc_pages(site: Path) -> list[Path]:
-    """The pages of the book, in the order of the table of contents (front page first)."""
+def _toc_pages(site: Path, printed: bool = True) -> list[Path]:
+    """The pages of the book, in the order of the table of contents (front page first);
+    those the PDF prints (not ``WEB_ONLY``) unless ``printed`` is False."""
     front = site / "book" / "intro.html"
     text = front.read_text(encoding="utf-8")
     nav = re.search(r'<nav class="[^"]*\bbd-docs-nav\b.*?</nav>', text, re.S)
@@ -52,6 +55,9 @@ def _toc_pages(site: Path) -> list[Path]:
         p = (front.parent / h).resolve()
         if p.is_file() and p not in pages:
             pages.append(p)
+    if printed:
+        web_only = _pdf_book().WEB_ONLY
+        pages = [p for p in pages if not str(p.relative_to(site).as_posix()).startswith(web_only)]
     return pages
 
 
@@ -268,11 +274,7 @@ def test_without_chromium_no_pdf_and_no_link(tmp_path: Path, caplog):
     import logging
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "book" / "_ext"))
-    try:
-        import pdf_book
-    finally:
-        sys.path.pop(0)
+    pdf_book = _pdf_book()
     page = tmp_path / "notebooks" / "a.html"
     page.parent.mkdir()
     footer = ('<p>Source: <a href="https://example.org/repo">the repository</a>. The whole book as a '
@@ -286,6 +288,62 @@ def test_without_chromium_no_pdf_and_no_link(tmp_path: Path, caplog):
     assert not (tmp_path / PDF_NAME).exists(), "a stale PDF was left behind"
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "THE PDF WAS NOT BUILT" in said and "Chromium" in said, said
+
+
+def test_laboratory_reference_left_to_the_website():
+    """The PDF leaves out the laboratory's API pages (``WEB_ONLY``), keeps the library's and
+    the laboratory's overview page, and a link to a left-out page goes to the site."""
+    pdf_book = _pdf_book()
+    pages = ["book/intro", "notebooks/01_motivation", "book/api", "book/api/library", "book/api/library/posenc.bias",
+             "book/api/library/posenc.rope.core", "book/api/laboratory", "book/api/laboratory/posenc.book.synthetic"]
+    assert pdf_book.printed_pages(pages) == pages[:-1]
+    assert (pdf_book.site_url("https://example.org/book/", "book/api/laboratory/posenc.book.synthetic",
+                              "posenc.book.synthetic.run_trial")
+            == "https://example.org/book/book/api/laboratory/posenc.book.synthetic.html#posenc.book.synthetic.run_trial")
+    assert pdf_book.site_url("", "book/api", "") is None
+
+
+def test_links_to_left_out_pages_go_to_the_site():
+    """``link_pdf`` on a one-page PDF: a link to a laboratory page (left out of the PDF) goes
+    to that page on the site, a link to a printed document to its destination, a link to
+    another file of the print server is removed (no browser needed)."""
+    pypdf = pytest.importorskip("pypdf")
+    from pypdf.annotations import Link
+    from pypdf.generic import RectangleObject
+
+    pdf_book = _pdf_book()
+    base = "http://127.0.0.1:8000/"
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(595, 842)
+    for i, target in enumerate([base + "book/api/laboratory/posenc.book.tables.html#posenc.book.tables.markdown_table",
+                                base + "book/intro.html", base + "_images/x.png"]):
+        writer.add_annotation(0, Link(rect=RectangleObject([10, 10 + 30 * i, 100, 30 + 30 * i]), url=target))
+    counts = pdf_book.link_pdf(writer, base, {"book/intro": (0, 1)}, {},
+                               online=lambda doc, frag: pdf_book.site_url("https://example.org/", doc, frag))
+    assert counts == {"named": 0, "document": 1, "online": 1, "removed": 1}, counts
+    annots = [a.get_object() for a in writer.pages[0]["/Annots"]]
+    uris = [str(a["/A"]["/URI"]) for a in annots if "/A" in a]
+    assert uris == ["https://example.org/book/api/laboratory/posenc.book.tables.html"
+                    "#posenc.book.tables.markdown_table"], uris
+    assert [str(a["/Dest"]) for a in annots if "/Dest" in a] == ["book/intro#__start"]
+
+
+def test_pdf_prints_the_library_reference_only(pdf, site_dir: Path):  # noqa: F811
+    """In the built PDF: a bookmark for each library module's page, none for the
+    laboratory's; the laboratory's overview links to its modules on the site."""
+    reader, _ = pdf
+    everything = _toc_pages(site_dir, printed=False)
+    lab = [p for p in everything if "api/laboratory/" in p.as_posix()]
+    lib = [p for p in everything if "api/library/" in p.as_posix()]
+    assert len(lab) >= 10 and len(lib) >= 10, (len(lab), len(lib))
+    bookmarks = {_squash(_unnumbered(b)) for b in _doc_bookmarks(reader)}
+    assert all(_squash(_title(p)) in bookmarks for p in lib), "a library module's page is not printed"
+    assert not [p.name for p in lab if _squash(_title(p)) in bookmarks], "a laboratory module's page is printed"
+    uris = [str(a["/A"].get_object().get("/URI", "")) for _, a in _links(reader) if a.get("/A") is not None]
+    online = [u for u in uris if "/book/api/laboratory/" in u]
+    print(f"\nPDF: {len(lib)} library module pages printed, {len(lab)} laboratory pages left to the site, "
+          f"{len(online)} links to them")
+    assert online, "no link of the PDF leads to the laboratory's pages on the site"
 
 
 def _doc_ranges(reader, site_dir: Path) -> dict[str, range]:
@@ -384,6 +442,7 @@ def test_pdf_leaves_out_hidden_code(pdf):
 
 
 def _pdf_book():
+    """book/_ext/pdf_book.py, the extension that prints the PDF."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "book" / "_ext"))
