@@ -1,4 +1,4 @@
-"""Chapter 7: the claims the chapter states, from the grid of issue 31 (``realtext_grid.json``).
+"""Chapter 7: the claims the chapter states, from the grid of issue 31 (``realtext.json``).
 
 The chapter reads the grid through ``posenc.book.realtext_report``; these tests read the same
 file the same way and assert what the prose says. A claim that needs a unit the results do
@@ -24,7 +24,7 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "07_realtext.ipyn
 
 @pytest.fixture(scope="module")
 def grid():
-    return results.read_results("realtext_grid.json")
+    return results.read_results("realtext.json")
 
 
 def needs(grid, *units: str) -> None:
