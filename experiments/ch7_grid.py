@@ -28,7 +28,7 @@ distance ``L`` and 128). The lengths, contexts, probe distances and bins below f
    quarter of the windows, and its copy probe.
 
 Every pack is saved atomically (and with ``--commit`` committed alone) to
-``posenc/book/data/realtext_grid.json``; a rerun skips the units in it.
+``posenc/book/data/realtext.json``; a rerun skips the units in it.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from posenc.book.results import Experiment, loss_fingerprint, summarize
 from posenc.rope.scaling import extension
 
 HERE = Path(__file__).resolve().parent
-OUT = DATA_DIR / "realtext_grid.json"
+OUT = DATA_DIR / "realtext.json"
 CACHE = HERE / "results" / ".realtext_models" / "ch7_grid"  # RoPE weights for the ext units (git-ignored; retrained when missing)
 
 CONFIG = rt.GridConfig()

@@ -209,11 +209,14 @@ def load_corpus(path: str | Path | None = None, *, name: str | None = None) -> C
 
 @dataclass(frozen=True)
 class TextConfig(TrialConfig):
-    """One training recipe for every scheme (chapter 7).
+    """The recipe of :func:`train_lm` and :func:`fine_tune`: one learning rate for every scheme, a fixed step budget.
 
-    The defaults are the protocol that ran (``experiments/results/realtext.json``,
-    ``"protocol"``/``"config"``): two layers of width 64 with 4 heads, 1,000 steps of 8
-    windows of 64 characters at a peak learning rate of 1e-2.
+    The defaults (two layers of width 64 with 4 heads, 1,000 steps of 8 windows of 64
+    characters at a peak learning rate of 1e-2) are the base that
+    ``experiments/learned_table.py`` trains from (with 2,000 steps and validation every
+    500: ``learned_table.json``, ``"protocol"``/``"config"``). Chapter 7's grid trains
+    with :class:`GridConfig` and builds a ``TextConfig`` only to fine-tune its RoPE
+    models for the context extensions (:func:`fine_tune`).
 
     Attributes:
         train_len: training context ``L`` (characters).
@@ -402,11 +405,10 @@ def _fit(model, train_ids, val_ids, config, cfg, seed, length, steps, batch_size
 
 
 def first_losses(config: dict, seed: int, n: int = 20, *, scheme: str, corpus: CharCorpus | None = None, **unit) -> list[float]:
-    """The first ``n`` training losses (nats per character) of one run of chapter 7's grid, as it trained them.
+    """The first ``n`` training losses (nats per character) of one :func:`train_lm` run, as it trained them.
 
     Args:
-        config: the grid's ``protocol["config"]`` (a :meth:`~posenc.book.engine.TrialConfig.to_dict`, as in
-            ``realtext.json``).
+        config: a ``TextConfig.to_dict()`` (as in ``learned_table.json``'s ``protocol["config"]``).
         seed: the run's seed.
         n: how many losses.
         scheme: the unit key of a row (one of :data:`TEXT_SCHEMES`); ``corpus``: the
@@ -699,7 +701,9 @@ def bpc_summary(saved: dict, *, extension: str | None = None, finetune_len: int 
     """Mean, standard deviation and count over seeds of the saved bits per character.
 
     Args:
-        saved: the results dict of ``experiments/realtext.py`` (a list ``rows``).
+        saved: a results dict with a list ``rows``, each with ``scheme``, ``seed``,
+            ``eval_len``, ``mode`` and ``bpc`` (and ``extension``, ``finetune_len`` for
+            the context extensions).
         extension: ``None`` for the main rows (no ``extension`` field), else the
             extension's name (rows with ``finetune_len`` equal to ``finetune_len``:
             ``None`` for zero-shot).
@@ -779,9 +783,15 @@ class GridConfig(TrialConfig):
     ``randomized_max_len`` is ``16 L``, the longest input scored.
 
     Attributes:
+        lrs: the learning rates tuned per scheme; betas: Adam's. Tuples; a list (a
+            config read back from JSON) is stored as the same tuple.
         repeat_fraction, repeat_span: the positive control of the copy probe: in this
             fraction of the training windows a span of ``repeat_span`` characters is
             copied to a later place in the same window (0: ordinary text).
+
+    Example:
+        >>> GridConfig(**GridConfig().to_dict()) == GridConfig()    # lists from JSON become tuples
+        True
     """
 
     train_len: int = 8
@@ -800,6 +810,14 @@ class GridConfig(TrialConfig):
     randomized_max_len: int = 128
     repeat_fraction: float = 0.0
     repeat_span: int = 3
+
+    def __post_init__(self) -> None:
+        # a config read back from JSON (``GridConfig(**protocol["config"])``) has lists where the
+        # defaults are tuples: the same values, stored as tuples so that equality and hashing hold
+        for name in ("lrs", "betas"):
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        super().__post_init__()
 
     def validate(self) -> None:
         for name in ("train_len", "d_model", "n_heads", "n_layers", "batch_size", "max_steps", "eval_every",

@@ -1,7 +1,7 @@
 """Chapter 7's reading of its grid (issue 31): floors, tables with intervals, orderings and figures.
 
 Every function takes the grid's results dict as loaded
-(``results.read_results("realtext_grid.json")``, written by ``experiments/ch7_grid.py``)
+(``results.read_results("realtext.json")``, written by ``experiments/ch7_grid.py``)
 and returns plain data or draws on a matplotlib ``Axes``; the chapter only calls them.
 The schema read here is the grid's: ``protocol`` (``config`` = ``GridConfig.to_dict()``,
 ``variants``, ``eval``, ``probe``, ``extensions``), ``baselines`` (the count models),
@@ -116,7 +116,7 @@ class ReportRows(list):
 
 def _check_grid(grid: object) -> Mapping:
     if not isinstance(grid, Mapping):
-        raise TypeError(f"grid must be the grid's results dict (results.read_results of realtext_grid.json), "
+        raise TypeError(f"grid must be the grid's results dict (results.read_results of realtext.json), "
                         f"got {type(grid).__name__}")
     config = (grid.get("protocol") or {}).get("config") if isinstance(grid.get("protocol"), Mapping) else None
     if not isinstance(config, Mapping) or "train_len" not in config:

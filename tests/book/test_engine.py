@@ -88,7 +88,7 @@ def test_fit_names_a_non_finite_loss():
         fit(model, batches, _mse, optimiser=torch.optim.SGD(model.parameters(), lr=0.1), steps=3)
 
 
-@pytest.mark.parametrize("cls", [training.RunConfig, realtext.TextConfig, vision.VisionConfig])
+@pytest.mark.parametrize("cls", [training.RunConfig, realtext.TextConfig, realtext.GridConfig, vision.VisionConfig])
 def test_trial_configs_round_trip_and_reject_unknown_fields(cls):
     config = cls()
     assert isinstance(config, TrialConfig)
@@ -105,7 +105,10 @@ def _saved(name: str) -> dict:
 
 def test_config_defaults_are_the_protocol_that_ran():
     assert training.RunConfig().to_dict() == _saved("alternatives.json")["config"]
-    assert realtext.TextConfig().to_dict() == _saved("realtext.json")["protocol"]["config"]
+    assert realtext.GridConfig().to_dict() == _saved("realtext.json")["protocol"]["config"]
+    # TextConfig's defaults are the base experiments/learned_table.py overrides (steps and eval_every only)
+    learned = dataclasses.replace(realtext.TextConfig(), steps=2000, eval_every=500)
+    assert learned.to_dict() == _saved("learned_table.json")["protocol"]["config"]
     assert vision.CanvasConfig().to_dict() == _saved("vision_canvas.json")["config"]
 
 

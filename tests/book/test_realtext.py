@@ -441,6 +441,25 @@ def test_grid_defaults_are_the_protocol_its_predictions_were_computed_for():
         rt.t5_first_untrained(8, 0)
 
 
+def test_grid_config_accepts_the_lists_a_json_protocol_holds():
+    """``GridConfig(**protocol["config"])`` on a config read back from JSON: lists stored as the same tuples."""
+    import json
+
+    stored = json.loads(json.dumps(rt.GridConfig().to_dict()))
+    assert isinstance(stored["lrs"], list) and isinstance(stored["betas"], list)
+    cfg = rt.GridConfig(**stored)
+    assert cfg == rt.GridConfig() == rt.GridConfig.from_dict(stored) and hash(cfg) == hash(rt.GridConfig())
+    assert cfg.lrs == (2e-3, 4e-3, 8e-3) and cfg.betas == (0.9, 0.99)
+    assert cfg.to_dict() == stored                      # the protocol dict (and so the fingerprint) is unchanged
+    assert rt.GridConfig(lrs=[1e-3]).lrs == (1e-3,)
+    with pytest.raises(ValueError, match="lrs"):
+        rt.GridConfig(lrs=[])
+    with pytest.raises(ValueError, match="lrs"):
+        rt.GridConfig(lrs="0.1")
+    with pytest.raises(ValueError, match="betas"):
+        rt.GridConfig(betas=[0.9])
+
+
 def test_train_grid_slice_is_one_float64_trial_of_the_grid_recipe(corpus):
     """Chapter 7's live run: ``train_lm_pack``'s trial (its weights and batches), in float64."""
     train, val = corpus.split("train"), corpus.split("val")

@@ -3,7 +3,7 @@
 The fixture ``grid`` is built here with every section ``experiments/ch7_grid.py`` writes
 (the keys checked against a ``--quick`` run of the script), with numbers chosen so that
 each floor, label and break has a known answer. The shipped
-``posenc/book/data/realtext_grid.json`` (baselines only, until the grid runs) checks that
+``posenc/book/data/realtext.json`` (it grows unit by unit as the grid runs) checks that
 missing sections come back as a message, not an error.
 """
 
@@ -154,7 +154,7 @@ def grid() -> dict:
 
 @pytest.fixture(scope="module")
 def shipped() -> dict:
-    return results.read_results("realtext_grid.json")
+    return results.read_results("realtext.json")
 
 
 @pytest.fixture
@@ -396,7 +396,7 @@ def test_plot_extension_positions_draws_breaks_inside_the_window_only(grid, ax):
     assert only["drawn"] == ["yarn"] and not plotting.figure_problems(ax.figure)
 
 
-# --------------------------------------------------------------------------- the shipped file (baselines only now)
+# --------------------------------------------------------------------------- the shipped file (as the grid has written it)
 
 TABLES = [rr.bpc_table, rr.context_use_table, rr.copy_probe_table, rr.extension_table, rr.training_table]
 PLOTS = [rr.plot_context_use, rr.plot_loss_by_position, rr.plot_break_by_step, rr.plot_extension_positions]
@@ -477,7 +477,7 @@ CASES = [
     ("bpc_table lens 0", lambda: rr.bpc_table(_G, lens=[0]), "lens"),
     ("bpc_table modes unknown", lambda: rr.bpc_table(_G, modes=["strided"]), "modes"),
     ("bpc_table seed -1", lambda: rr.bpc_table(_G, seed=-1), "seed"),
-    ("baseline_table grid str", lambda: rr.baseline_table("realtext_grid.json"), "grid"),
+    ("baseline_table grid str", lambda: rr.baseline_table("realtext.json"), "grid"),
     ("baseline_table seed float", lambda: rr.baseline_table(_G, seed=0.5), "seed"),
     ("context_use_table variants unknown", lambda: rr.context_use_table(_G, variants=["rope", "xl"]), "variants"),
     ("context_use_table grid int", lambda: rr.context_use_table(3), "grid"),
