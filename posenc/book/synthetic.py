@@ -1780,9 +1780,9 @@ ABLATION_PREDICTIONS: dict[tuple[str, str, str, str], dict[str, object]] = {
     ("alibi_8heads", "far_retrieve", "alibi", "bos"): {"beyond_2x": AS_PHASE_A, "beyond_4x": "degrades"},
 }
 
-#: How the chapter names the ablations.
-ABLATION_NAMES = {"depth4": "4 layers", "rope_base100": "RoPE base 100", "rope_2heads": "RoPE 2 heads of 16",
-                  "alibi_8heads": "ALiBi 8 heads"}
+#: How the chapter names the ablations (the depth ablation after its scheme: "NoPE, 4 layers").
+ABLATION_NAMES = {"depth4": "4 layers", "rope_base100": "RoPE, base 100", "rope_2heads": "RoPE, 2 heads",
+                  "alibi_8heads": "ALiBi, 8 heads"}
 
 #: The share of fitting seeds a horizon prediction needs: held when the Wilson interval of that share lies above it.
 HORIZON_SHARE = 0.5
@@ -1983,18 +1983,31 @@ def _interval_text(interval: tuple[float, float]) -> str:
     return "" if math.isnan(interval[0]) else f" [{interval[0]:.2f}, {interval[1]:.2f}]"
 
 
+_SHORT_WHERE = {"plain": "", "bos": ", BOS"}
+
+
+def _outcome_cell(p: Mapping) -> str:
+    """``held (0/5)``: the seeds that fit, fall in the range, or hold (then ``2x: held (5/5)``)."""
+    at = f"{p['what'][7:]}: " if p["what"].startswith("beyond_") else ""
+    return f"{at}{p['outcome']} ({p['k']}/{p['n']})"
+
+
 def format_ablation_table(table: Sequence[Mapping], *, compact: bool = False) -> str:
     """A Markdown table of :func:`ablation_table`: phase A's counterpart → the ablation, cell by cell.
 
     Columns: the ablation, task and variant; fit ``k/n``; the seeds that hold at 2x and at
     4x (``k/n`` of those that fit); the median horizon; the prediction, what was observed
     and the outcome with the Wilson interval of the observed ``k/n``. ``compact`` keeps the
-    units that carry a prediction and drops the two hold columns. A unit not in the
-    results reads so.
+    units that carry a prediction, names each ablation once and keeps fit, horizon and
+    the outcome with its ``k/n`` (the seeds that fit, for a fit prediction; that fall in the
+    range, for a horizon; that hold, for an extrapolation label), for a narrow column. A
+    unit not in the results reads so.
 
     Example:
         >>> print(format_ablation_table(ablation_table({"rows": []}, {"rows": []})).splitlines()[2])
         | NoPE, 4 layers | far retrieve, plain | not in the results yet |  |  |  | fails |  |  |
+        >>> print(format_ablation_table(ablation_table({"rows": []}, {"rows": []}), compact=True).splitlines()[2])
+        | NoPE, 4 layers | far retrieve | — | — | not in the results yet |
     """
     from .tables import markdown_table
 
@@ -2002,28 +2015,42 @@ def format_ablation_table(table: Sequence[Mapping], *, compact: bool = False) ->
     if not isinstance(compact, bool):
         raise TypeError(f"compact must be a bool, got {type(compact).__name__}")
     body = []
+    last = None
     for r in rows:
         preds = r["predictions"]
         if compact and not preds:
             continue
+        a, b = r.get("baseline"), r.get("ablated")
+
+        def pair(fn):  # no break around the arrow in the compact table
+            arrow = "\u00a0→\u00a0" if compact else " → "
+            return f"{'—' if a is None else fn(a)}{arrow}{fn(b)}"
+
+        def horizon_of(s):
+            return "—" if math.isnan(s["horizon"]) else f"{s['horizon']:.0f}"
+
+        if compact:
+            name = "" if r["name"] == last else r["name"]
+            last = r["name"]
+            group = r["task"].replace("_", " ") + _SHORT_WHERE[r["variant"]]
+            done = r["status"] == "done"
+            horizons = pair(horizon_of) if done else "—"
+            body.append([name, group, pair(lambda s: s["fit"]) if done else "—",
+                         "—" if horizons == "—\u00a0→\u00a0—" else horizons,
+                         "; ".join(_outcome_cell(p) for p in preds) if done else r["status"]])
+            continue
         predicted = "; ".join(p["predicted"] for p in preds) or "—"
         head = [r["name"], f"{r['task'].replace('_', ' ')}, {_WHERE[r['variant']]}"]
         if r["status"] != "done":
-            cells = [r["status"], "", "", "", predicted, "", ""]
-            body.append(head + (cells[:1] + cells[3:] if compact else cells))
+            body.append(head + [r["status"], "", "", "", predicted, "", ""])
             continue
-        a, b = r["baseline"], r["ablated"]
-
-        def pair(fn):
-            return f"{'—' if a is None else fn(a)} → {fn(b)}"
-
-        horizon_cell = pair(lambda s: "—" if math.isnan(s["horizon"]) else f"{s['horizon']:.0f}")
-        holds = [] if compact else [pair(lambda s: _k_of(s, 2)), pair(lambda s: _k_of(s, 4))]
-        body.append(head + [pair(lambda s: s["fit"]), *holds, horizon_cell, predicted,
-                            "; ".join(p["observed"] for p in preds) or "—",
+        body.append(head + [pair(lambda s: s["fit"]), pair(lambda s: _k_of(s, 2)), pair(lambda s: _k_of(s, 4)),
+                            pair(horizon_of), predicted, "; ".join(p["observed"] for p in preds) or "—",
                             "; ".join(p["outcome"] + _interval_text(p["interval"]) for p in preds) or "—"])
+    if compact:
+        return markdown_table(["ablation", "group", "fit", "horizon", "outcome"], body)
     header = ["ablation", "task", "fit", "hold 2x", "hold 4x", "horizon", "predicted", "observed", "outcome"]
-    return markdown_table([h for h in header if not (compact and h.startswith("hold"))], body)
+    return markdown_table(header, body)
 
 
 def rope_extended_frequencies(method: str, factor: float = 4.0, original: int = 16, head_dim: int = 8) -> np.ndarray:

@@ -66,7 +66,9 @@ def test_missing_unit_is_named_and_keeps_its_prediction(fake):
     assert r["status"] == r["outcome"] == "not in the results yet"
     assert r["predictions"] == [{"what": "horizon", "predicted": "horizon 16-22"}] and "ablated" not in r
     text = S.format_ablation_table(fake, compact=True)
-    assert "| RoPE base 100 | offset copy, with BOS | not in the results yet |" in text
+    assert "|  | offset copy, BOS | — | — | not in the results yet |" in text
+    assert "| RoPE, base 100 | offset copy | 4/4\u00a0→\u00a05/5 | 41\u00a0→\u00a022 | held (5/5) |" in text
+    assert "| RoPE, base 100 | offset copy, with BOS | not in the results yet |" in S.format_ablation_table(fake)
     # units with no prediction leave the compact table; all 34 stay in the full one
     assert len(S.format_ablation_table(fake).splitlines()) == 2 + 34
     assert "associative recall" not in text.replace("ALiBi 8 heads", "")
