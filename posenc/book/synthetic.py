@@ -1986,10 +1986,16 @@ def _interval_text(interval: tuple[float, float]) -> str:
 _SHORT_WHERE = {"plain": "", "bos": ", BOS"}
 
 
-def _outcome_cell(p: Mapping) -> str:
-    """``held (0/5)``: the seeds that fit, fall in the range, or hold (then ``2x: held (5/5)``)."""
-    at = f"{p['what'][7:]}: " if p["what"].startswith("beyond_") else ""
-    return f"{at}{p['outcome']} ({p['k']}/{p['n']})"
+def _outcome_cell(preds: Sequence[Mapping]) -> str:
+    """``held (0/5)`` (the seeds that fit, or fall in the range); labels first: ``2x holds 4/5, 4x degrades 0/5: held``."""
+    beyond = [p for p in preds if p["what"].startswith("beyond_")]
+    cells = [f"{p['outcome']} ({p['k']}/{p['n']})" for p in preds if p not in beyond]
+    if beyond:
+        labels = ", ".join(f"{p['what'][7:]} {p['observed'].split(' (')[0]} {p['k']}/{p['n']}" for p in beyond)
+        outcomes = [p["outcome"] for p in beyond]
+        overall = next((o for o in ("refuted", "uncertain", "not fit") if o in outcomes), "held")
+        cells.append(f"{labels}: {overall}")
+    return "; ".join(cells)
 
 
 def format_ablation_table(table: Sequence[Mapping], *, compact: bool = False) -> str:
@@ -2000,8 +2006,8 @@ def format_ablation_table(table: Sequence[Mapping], *, compact: bool = False) ->
     and the outcome with the Wilson interval of the observed ``k/n``. ``compact`` keeps the
     units that carry a prediction, names each ablation once and keeps fit, horizon and
     the outcome with its ``k/n`` (the seeds that fit, for a fit prediction; that fall in the
-    range, for a horizon; that hold, for an extrapolation label), for a narrow column. A
-    unit not in the results reads so.
+    range, for a horizon; the observed labels and the seeds that hold, for extrapolation
+    labels), for a narrow column. A unit not in the results reads so.
 
     Example:
         >>> print(format_ablation_table(ablation_table({"rows": []}, {"rows": []})).splitlines()[2])
@@ -2037,7 +2043,7 @@ def format_ablation_table(table: Sequence[Mapping], *, compact: bool = False) ->
             horizons = pair(horizon_of) if done else "—"
             body.append([name, group, pair(lambda s: s["fit"]) if done else "—",
                          "—" if horizons == "—\u00a0→\u00a0—" else horizons,
-                         "; ".join(_outcome_cell(p) for p in preds) if done else r["status"]])
+                         _outcome_cell(preds) if done else r["status"]])
             continue
         predicted = "; ".join(p["predicted"] for p in preds) or "—"
         head = [r["name"], f"{r['task'].replace('_', ' ')}, {_WHERE[r['variant']]}"]

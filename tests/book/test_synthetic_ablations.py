@@ -168,3 +168,11 @@ def test_predictions_cover_the_readme_and_only_planned_units():
     assert sorted(horizon) == sorted((a, "offset_copy", "rope", v) for a in ("rope_base100", "rope_2heads")
                                      for v in S.VARIANTS)
     assert S.ABLATION_PREDICTIONS[("alibi_8heads", "far_retrieve", "alibi", "bos")]["beyond_4x"] == "degrades"
+
+
+def test_compact_cell_gives_labels_then_outcome():
+    a = _phase_a("associative_recall", "alibi", "bos", [_curve(64)] * 4)
+    d = _phase_d("alibi_8heads", "associative_recall", "alibi", "bos", [_curve(64)] * 5)
+    text = S.format_ablation_table(S.ablation_table({"rows": d}, {"rows": a}), compact=True)
+    assert "|  | associative recall, BOS | 4/4\u00a0→\u00a05/5 | 64\u00a0→\u00a064 | " \
+           "2x holds 5/5, 4x holds 5/5: held |" in text

@@ -481,18 +481,19 @@ def test_a_faster_rope_pair_adds_falls_at_aliases_and_keeps_the_cliff(ablation, 
 
 
 def test_a_faster_rope_pair_moves_long_offset_copy_later():
-    """Not predicted, stated as observed: on long offset copy every seed's horizon moves past 16 and holds at 2x."""
+    """Not predicted, stated as observed: on long offset copy every seed's horizon moves past phase A's (16)."""
     rows = [r for r in _ablations() if r["task"] == "long_offset_copy" and r["scheme"] == "rope"
             and r["status"] == "done"]
     if not rows:
         pytest.skip("rope_base100 / long_offset_copy: not in the results yet")
     for r in rows:
         assert min(r["ablated"]["horizons"]) > max(r["baseline"]["horizons"]) == 16
-        assert r["ablated"]["held_2x"] == r["ablated"]["n_2x"] == len(synthetic.PHASE_D_SEEDS)
+        assert r["ablated"]["n_2x"] == len(synthetic.PHASE_D_SEEDS)
     horizons = [h for r in rows for h in r["ablated"]["horizons"]]
-    assert _glued("abl-long-horizons") == f"{min(horizons)}-{max(horizons)}"
-    n = sum(r["ablated"]["n_2x"] for r in rows)
-    assert _glued("abl-long-hold") == f"{n} of {n}"
+    assert _glued("abl-long-horizons") == f"{min(horizons)}-{max(horizons)}" and _glued("abl-long-before") == "16"
+    held = sum(r["ablated"]["held_2x"] for r in rows)
+    assert _glued("abl-long-hold") == f"{held} of {sum(r['ablated']['n_2x'] for r in rows)}"
+    assert held >= 0.75 * len(horizons)  # "the horizon moves later": most seeds keep 0.9 of their accuracy at 2x
 
 
 def test_glued_ablation_counts_are_those_of_the_results_file():
