@@ -513,3 +513,29 @@ def test_glued_ablation_counts_are_those_of_the_results_file():
             assert r["outcome"] in text
     assert "not in the results yet" not in _glued("abl-depth-outcome") or any(
         r["status"] != "done" for r in _ablations() if r["ablation"] == "depth4")
+
+
+@pytest.mark.parametrize("task, variant", [("far_retrieve", "bos"), ("associative_recall", "plain"),
+                                           ("associative_recall", "bos")])
+def test_eight_alibi_heads_extrapolate_as_four(task, variant):
+    """Predicted before the runs: 8 heads (the same shallowest slope, 1/256) hold where 4 hold and degrade at 4x
+    on far retrieve with BOS; k of n per label, every seed fitting."""
+    r = _ablation("alibi_8heads", task, "alibi", variant)
+    assert r["ablated"]["fit_k"] == r["ablated"]["fit_n"] == len(synthetic.PHASE_D_SEEDS)
+    assert r["outcome"] == "held" and all(p["outcome"] == "held" for p in r["predictions"])
+    n = r["ablated"]["fit_n"]
+    if task == "far_retrieve":
+        assert r["ablated"]["held_2x"] >= n - 1 and r["ablated"]["held_4x"] == 0
+        assert r["ablated"]["horizon"] <= r["baseline"]["horizon"]
+    else:
+        assert r["ablated"]["held_2x"] == r["ablated"]["held_4x"] == n
+    assert posenc.alibi_slopes(8)[-1] == posenc.alibi_slopes(4)[-1]
+    assert "held in" in _glued("abl-alibi8-outcome")
+
+
+def test_four_layers_help_nope_hold_recall_at_2x():
+    r = _ablation("depth4", "associative_recall", "none", "plain")
+    assert r["ablated"]["held_2x"] == r["ablated"]["n_2x"] == len(synthetic.PHASE_D_SEEDS)
+    assert r["baseline"]["held_2x"] == 0
+    assert _glued("abl-nope-recall-4") == f"{r['ablated']['held_2x']}/{r['ablated']['n_2x']}"
+    assert _glued("abl-nope-recall-2") == f"{r['baseline']['held_2x']}/{r['baseline']['n_2x']}"
