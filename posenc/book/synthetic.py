@@ -40,6 +40,11 @@ mechanism checks test each scheme's predicted failure on the saved curves
 (:func:`rope_alias_table`, :func:`t5_buckets`, :func:`sinusoidal_novelty`,
 :func:`randomized_spacing`, :func:`bos_feature_gap`); each has a figure (``plot_*``) that
 draws its dict and says on the axes what is missing.
+
+**Ablations.** :func:`ablation_table` puts each phase-D unit (:func:`ablation_units`) beside
+its phase-A counterpart at the same learning rate and judges the ablations' own
+predictions (:data:`ABLATION_PREDICTIONS`), naming the units not in the results yet;
+:func:`format_ablation_table` is its Markdown table.
 """
 
 from __future__ import annotations
@@ -64,22 +69,27 @@ from .engine import TrialConfig, fit_batched, seeded
 from .training import RunConfig, beyond_key
 
 __all__ = [
+    "ABLATION_PREDICTIONS",
+    "AS_PHASE_A",
     "FIT",
     "FLOOR_MARGIN",
     "GRID_SCHEMES",
     "HOLD",
+    "HORIZON_SHARE",
     "LENGTH_RULE",
     "PHASE_A_GROUPS",
     "PREDICTIONS",
     "SCHEME_NAMES",
     "VARIANTS",
     "GridProtocol",
+    "ablation_table",
     "best_or_indistinguishable",
     "best_schemes",
     "bos_feature_gap",
     "extrapolation_label",
     "first_losses",
     "fit_label",
+    "format_ablation_table",
     "format_group_table",
     "grid_batch",
     "grid_coverage",
@@ -1746,6 +1756,307 @@ def ablation_first_losses(config: Mapping, seed: int, n: int, *, ablation: str, 
     modify = rope_base_modifier(a["rope_base"]) if a["rope_base"] else None
     models, streams, schedule = _pack(task, scheme, variant, members, protocol, modify)
     return fit_batched(models, streams, _pack_loss, lrs=[lr], steps=n, schedule=schedule)[0].train_loss
+
+
+# --------------------------------------------------------------------------- phase D read: each ablation beside phase A
+
+#: Marks an ablation prediction "holds wherever the phase-A counterpart holds" (nothing predicted elsewhere).
+AS_PHASE_A = "as phase A"
+
+#: Phase D's predictions, written with phase A's before any ablation ran (experiments/README.md,
+#: "Ablations (phase D), predicted now"), a dict from ``(ablation, task, scheme, variant)`` to
+#: ``{what: predicted}``. ``what`` is ``"horizon"`` (the fitting seeds' :func:`horizon` lies in the
+#: closed range ``(low, high)``), ``"fit"`` (the fit label) or ``"beyond_<f>x"`` (the
+#: extrapolation label; :data:`AS_PHASE_A`: ``"holds"`` where the phase-A counterpart holds).
+#: The README states the depth and 8-head predictions as a hypothesis and, in brackets, the
+#: outcome that refutes it and is expected ("refuted: still fails", "refuted: degrades as with
+#: 4"); what is stored is that expected outcome: depth 4 does not make the far pointers fit,
+#: and 8 ALiBi heads extrapolate as 4 do.
+ABLATION_PREDICTIONS: dict[tuple[str, str, str, str], dict[str, object]] = {
+    **{(a, "offset_copy", "rope", v): {"horizon": (16, 22)} for a in ("rope_base100", "rope_2heads") for v in VARIANTS},
+    **{("depth4", t, s, "plain"): {"fit": "fails"} for s in ("none", "alibi") for t in ("far_retrieve", "long_offset_copy")},
+    **{("alibi_8heads", t, "alibi", v): {"beyond_2x": AS_PHASE_A, "beyond_4x": AS_PHASE_A}
+       for t in ABLATIONS["alibi_8heads"]["tasks"] for v in VARIANTS},
+    ("alibi_8heads", "far_retrieve", "alibi", "bos"): {"beyond_2x": AS_PHASE_A, "beyond_4x": "degrades"},
+}
+
+#: How the chapter names the ablations (the depth ablation after its scheme: "NoPE, 4 layers").
+ABLATION_NAMES = {"depth4": "4 layers", "rope_base100": "RoPE, base 100", "rope_2heads": "RoPE, 2 heads",
+                  "alibi_8heads": "ALiBi, 8 heads"}
+
+#: The share of fitting seeds a horizon prediction needs: held when the Wilson interval of that share lies above it.
+HORIZON_SHARE = 0.5
+
+
+def _results_arg(name: str, value: object, default: str) -> dict:
+    """``load_grid`` of an argument, with errors naming the argument."""
+    from .resources import resource_path
+
+    try:
+        return load_grid(resource_path(default) if value is None else value)
+    except TypeError as err:
+        raise TypeError(f"{name} must be a path, a results dict or None, got {type(value).__name__}") from err
+    except ValueError as err:
+        raise ValueError(f"{name}: {err}") from err
+
+
+def _unit_summary(rows: Sequence[Mapping], floors: Mapping[str, float], train_len: int,
+                  factors: tuple[int, ...]) -> dict:
+    """One unit's rows (one checkpoint, one rate): fit k/n, hold k/n per factor with Wilson intervals, horizons."""
+    rows = sorted(rows, key=lambda r: r["seed"])
+    v = group_verdict(rows, floors, factors=factors)
+    fit = v["fit"]
+    fitting = [r for r in rows if (r["acc_1x"] or 0.0) >= FIT]
+    horizons = [horizon(r[pos_key(max(factors))], train_len) for r in fitting if r.get(pos_key(max(factors)))]
+    out = {"seeds": [r["seed"] for r in rows], "fit": f"{fit['k']}/{fit['n']}", "fit_k": fit["k"], "fit_n": fit["n"],
+           "fit_label": fit["label"], "fit_interval": fit["interval"], "horizons": horizons,
+           "horizon": float(np.median(horizons)) if horizons else math.nan}
+    for f in factors:
+        e = v[beyond_key(f)]
+        n = e["n"] if e["label"] not in ("not fit", "cannot run") else 0
+        out.update({f"label_{f}x": e["label"], beyond_key(f): e["beyond"], f"{beyond_key(f)}_interval": e["beyond_interval"],
+                    f"held_{f}x": e["held"], f"n_{f}x": n,
+                    f"hold_{f}x_interval": wilson_interval(e["held"], n) if n else (math.nan, math.nan)})
+    return out
+
+
+def _alias_drops(rows: Sequence[Mapping], task: str, variant: str, protocol: GridProtocol, base: float) -> dict:
+    """RoPE offset tasks: each fitting seed's falls (:func:`curve_drops`) against the untrained aliases."""
+    offset = _ALIAS_OFFSETS[task]
+    aliases = sorted({a["position"] for a in rope_alias_table(offset, protocol, base=base, bos=variant == "bos")
+                      if a["position"] >= protocol.train_len})
+    key = pos_key(max(protocol.eval_factors))
+    drops = [curve_drops(r[key], protocol.train_len) for r in sorted(rows, key=lambda r: r["seed"])
+             if (r["acc_1x"] or 0.0) >= FIT and r.get(key)]
+    on_alias = sum(bool(d) and all(t in aliases for t in d) for d in drops)
+    return {"aliases": aliases, "drops": drops, "on_alias": on_alias, "n": len(drops)}
+
+
+def _resolve(unit: tuple, baseline: Mapping | None) -> list[tuple[str, object]]:
+    """A unit's predictions as ``(what, predicted)``, :data:`AS_PHASE_A` resolved against phase A's counterpart."""
+    out = []
+    for what, predicted in ABLATION_PREDICTIONS.get(unit, {}).items():
+        if predicted == AS_PHASE_A:
+            if baseline is None or baseline[f"label_{what[7:]}"] != "holds":
+                continue
+            predicted = "holds"
+        out.append((what, predicted))
+    return out
+
+
+def _predicted_text(what: str, predicted: object) -> str:
+    if what == "horizon":
+        return f"horizon {predicted[0]}-{predicted[1]}"
+    return str(predicted) if what == "fit" else f"{predicted} at {what[7:]}"
+
+
+def _judge(what: str, predicted: object, ablated: Mapping) -> dict:
+    """One prediction's outcome: ``held``, ``refuted``, ``uncertain`` or ``not fit`` (nothing fits to test it)."""
+    out = {"what": what, "predicted": _predicted_text(what, predicted)}
+    if what == "horizon":
+        low, high = predicted
+        h = ablated["horizons"]
+        k, n = sum(low <= x <= high for x in h), len(h)
+        out.update(k=k, n=n, observed=f"{k}/{n} in {low}-{high} (" + ", ".join(map(str, h)) + ")" if n else "no seed fits")
+        if not n:
+            return {**out, "interval": (math.nan, math.nan), "outcome": "not fit"}
+        lo, hi = wilson_interval(k, n)
+        outcome = "held" if lo > HORIZON_SHARE else "refuted" if hi < HORIZON_SHARE else "uncertain"
+        return {**out, "interval": (lo, hi), "outcome": outcome}
+    if what == "fit":
+        label = ablated["fit_label"]
+        return {**out, "observed": f"{label} {ablated['fit']}", "k": ablated["fit_k"], "n": ablated["fit_n"],
+                "interval": ablated["fit_interval"], "outcome": "held" if label == predicted else "refuted"}
+    f = what[7:]
+    label = ablated[f"label_{f}"]
+    outcome = {"confirmed": "held", "refuted": "refuted"}.get(prediction_outcome(str(predicted), label))
+    if outcome is None:
+        outcome = "uncertain" if label.startswith("uncertain") else "not fit"
+    k, n = ablated[f"held_{f}"], ablated[f"n_{f}"]
+    return {**out, "observed": f"{label} ({k}/{n} hold)" if n else label, "k": k, "n": n,
+            "interval": ablated[f"hold_{f}_interval"], "outcome": outcome}
+
+
+def _unit_name(ablation: str, scheme: str) -> str:
+    return f"{SCHEME_NAMES[scheme]}, {ABLATION_NAMES[ablation]}" if ablation == "depth4" else ABLATION_NAMES[ablation]
+
+
+def ablation_table(results_d: object = None, results_a: object = None, *, checkpoint: str = "best") -> list[dict]:
+    """Every phase-D ablation unit beside its phase-A counterpart, with its prediction's outcome.
+
+    The counterpart is phase A's group of the same task, scheme and variant at the unit's
+    learning rate (:func:`ablation_lr` of phase A's band, the rate the ablation ran at), so
+    the two share the rate and the seeds 0-3 (the ablation adds seed 4). Both sides are
+    summarised alike: fit ``k/n`` with its Wilson interval, per factor ``f`` the
+    extrapolation label (:func:`extrapolation_label`), the mean beyond-length accuracy with
+    its bootstrap interval, ``held_<f>x`` of the ``n_<f>x`` fitting seeds that keep at
+    least :data:`HOLD`, with its Wilson interval, and the horizons of the fitting seeds
+    (:func:`horizon` on the 4x curve) with their median.
+
+    Predictions come from :data:`ABLATION_PREDICTIONS`. A horizon prediction counts the
+    fitting seeds whose horizon lies in its range: ``held`` when the Wilson interval of
+    that share lies above :data:`HORIZON_SHARE`, ``refuted`` when below, ``uncertain`` when
+    it crosses; a fit prediction is refuted by another fit label; an extrapolation
+    prediction follows :func:`prediction_outcome` (``uncertain`` where the label is).
+
+    Args:
+        results_d: phase D's results (path, dict or ``None``: the shipped
+            ``alternatives_v2_D.json``), partial or whole.
+        results_a: phase A's (``None``: the shipped ``alternatives_v2.json``).
+        checkpoint: ``"best"`` (lowest held-out loss) or ``"final"``.
+
+    Returns:
+        One dict per unit of :func:`ablation_units`, in that order: ``ablation``, ``task``,
+        ``scheme``, ``variant``, ``name`` (as the chapter says it), ``status`` (``"done"`` or
+        ``"not in the results yet"``), ``lr``, ``baseline`` (phase A's summary; ``None``
+        where phase A lacks the group), ``predictions`` (one dict per prediction:
+        ``what``, ``predicted`` (text); for a done unit also ``observed``, ``k``, ``n``,
+        ``interval`` and ``outcome``) and ``outcome`` (``"refuted"`` if any prediction is,
+        else ``"uncertain"``, ``"held"``, ``"not fit"``; ``"none"`` without a prediction;
+        the status for a unit not in the results). A done unit adds ``ablated`` (its
+        summary) and, for the RoPE ablations on the offset tasks, ``alias`` and
+        ``alias_baseline``: each fitting seed's falls (:func:`curve_drops`) against the
+        untrained aliases (:func:`rope_alias_table` at the model's base and head width),
+        ``on_alias`` of ``n`` seeds whose every fall is on one.
+
+    Example:
+        >>> t = ablation_table({"rows": []}, {"rows": []})
+        >>> len(t), t[0]["status"], t[0]["name"]
+        (34, 'not in the results yet', 'NoPE, 4 layers')
+    """
+    checkpoint = check_choice("checkpoint", checkpoint, ("best", "final"))
+    d = _results_arg("results_d", results_d, "alternatives_v2_D.json")
+    a = _results_arg("results_a", results_a, "alternatives_v2.json")
+    rows_d = [r for r in d["rows"] if r.get("phase") == "D"]
+    if d["rows"] and not rows_d:
+        raise ValueError("results_d holds no phase-D row (rows with phase 'D' and an 'ablation'): pass phase D's file")
+    rows_a = [r for r in a["rows"] if r.get("phase", "A") == "A"]
+    if a["rows"] and not rows_a:
+        raise ValueError("results_a holds no phase-A row: pass phase A's file (alternatives_v2.json)")
+    check_rows("results_d rows", rows_d, ("ablation", "task", "scheme", "variant", "seed", "lr", "checkpoint", "acc_1x"),
+               nonempty=False)
+    check_rows("results_a rows", rows_a, ("task", "scheme", "variant", "seed", "lr", "checkpoint", "acc_1x",
+                                          "heldout_loss"), nonempty=False)
+    protocol = grid_protocol(a) if a["rows"] else GridProtocol()
+    factors = tuple(protocol.eval_factors[1:])
+    out = []
+    for unit in ablation_units():
+        ablation, task, scheme, variant = unit
+        mine = [r for r in rows_d if (r["ablation"], r["task"], r["scheme"], r["variant"]) == unit
+                and r["checkpoint"] == checkpoint]
+        group = [r for r in rows_a if (r["task"], r["scheme"], r["variant"]) == (task, scheme, variant)
+                 and r["checkpoint"] == checkpoint]
+        lr = mine[0]["lr"] if mine else ablation_lr(lr_band(group)) if group else PHASE_D_LR
+        floors = task_floors(task, protocol)
+        theirs = [r for r in group if r["lr"] == lr]
+        baseline = _unit_summary(theirs, floors, protocol.train_len, factors) if theirs else None
+        predictions = _resolve(unit, baseline)
+        row: dict = {"ablation": ablation, "task": task, "scheme": scheme, "variant": variant,
+                     "name": _unit_name(ablation, scheme), "lr": lr, "baseline": baseline}
+        if not mine:
+            out.append({**row, "status": "not in the results yet", "outcome": "not in the results yet",
+                        "predictions": [{"what": w, "predicted": _predicted_text(w, p)} for w, p in predictions]})
+            continue
+        ablated = _unit_summary(mine, floors, protocol.train_len, factors)
+        judged = [_judge(what, p, ablated) for what, p in predictions]
+        outcomes = {j["outcome"] for j in judged}
+        overall = next((o for o in ("refuted", "uncertain", "held", "not fit") if o in outcomes), "none")
+        row.update(status="done", ablated=ablated, predictions=judged, outcome=overall)
+        if scheme == "rope" and task in _ALIAS_OFFSETS:
+            base = ABLATIONS[ablation]["rope_base"] or 10000.0
+            row["alias"] = _alias_drops(mine, task, variant, ablation_protocol(ablation, protocol), base)
+            if theirs:
+                row["alias_baseline"] = _alias_drops(theirs, task, variant, protocol, 10000.0)
+        out.append(row)
+    return out
+
+
+def _k_of(summary: Mapping | None, f: int) -> str:
+    if summary is None:
+        return "—"
+    if not summary[f"n_{f}x"]:
+        return "not fit"
+    return f"{summary[f'held_{f}x']}/{summary[f'n_{f}x']}"
+
+
+def _interval_text(interval: tuple[float, float]) -> str:
+    return "" if math.isnan(interval[0]) else f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+_SHORT_WHERE = {"plain": "", "bos": ", BOS"}
+
+
+def _outcome_cell(preds: Sequence[Mapping]) -> str:
+    """``held (0/5)`` (the seeds that fit, or fall in the range); labels first: ``2x holds 4/5, 4x degrades 0/5: held``."""
+    beyond = [p for p in preds if p["what"].startswith("beyond_")]
+    cells = [f"{p['outcome']} ({p['k']}/{p['n']})" for p in preds if p not in beyond]
+    if beyond:
+        labels = ", ".join(f"{p['what'][7:]} {p['observed'].split(' (')[0]} {p['k']}/{p['n']}" for p in beyond)
+        outcomes = [p["outcome"] for p in beyond]
+        overall = next((o for o in ("refuted", "uncertain", "not fit") if o in outcomes), "held")
+        cells.append(f"{labels}: {overall}")
+    return "; ".join(cells)
+
+
+def format_ablation_table(table: Sequence[Mapping], *, compact: bool = False) -> str:
+    """A Markdown table of :func:`ablation_table`: phase A's counterpart → the ablation, cell by cell.
+
+    Columns: the ablation, task and variant; fit ``k/n``; the seeds that hold at 2x and at
+    4x (``k/n`` of those that fit); the median horizon; the prediction, what was observed
+    and the outcome with the Wilson interval of the observed ``k/n``. ``compact`` keeps the
+    units that carry a prediction, names each ablation once and keeps fit, horizon and
+    the outcome with its ``k/n`` (the seeds that fit, for a fit prediction; that fall in the
+    range, for a horizon; the observed labels and the seeds that hold, for extrapolation
+    labels), for a narrow column. A unit not in the results reads so.
+
+    Example:
+        >>> print(format_ablation_table(ablation_table({"rows": []}, {"rows": []})).splitlines()[2])
+        | NoPE, 4 layers | far retrieve, plain | not in the results yet |  |  |  | fails |  |  |
+        >>> print(format_ablation_table(ablation_table({"rows": []}, {"rows": []}), compact=True).splitlines()[2])
+        | NoPE, 4 layers | far retrieve | — | — | not in the results yet |
+    """
+    from .tables import markdown_table
+
+    rows = check_rows("table", table, ("ablation", "task", "variant", "status", "name", "predictions"))
+    if not isinstance(compact, bool):
+        raise TypeError(f"compact must be a bool, got {type(compact).__name__}")
+    body = []
+    last = None
+    for r in rows:
+        preds = r["predictions"]
+        if compact and not preds:
+            continue
+        a, b = r.get("baseline"), r.get("ablated")
+
+        def pair(fn):  # no break around the arrow in the compact table
+            arrow = "\u00a0→\u00a0" if compact else " → "
+            return f"{'—' if a is None else fn(a)}{arrow}{fn(b)}"
+
+        def horizon_of(s):
+            return "—" if math.isnan(s["horizon"]) else f"{s['horizon']:.0f}"
+
+        if compact:
+            name = "" if r["name"] == last else r["name"]
+            last = r["name"]
+            group = r["task"].replace("_", " ") + _SHORT_WHERE[r["variant"]]
+            done = r["status"] == "done"
+            horizons = pair(horizon_of) if done else "—"
+            body.append([name, group, pair(lambda s: s["fit"]) if done else "—",
+                         "—" if horizons == "—\u00a0→\u00a0—" else horizons,
+                         _outcome_cell(preds) if done else r["status"]])
+            continue
+        predicted = "; ".join(p["predicted"] for p in preds) or "—"
+        head = [r["name"], f"{r['task'].replace('_', ' ')}, {_WHERE[r['variant']]}"]
+        if r["status"] != "done":
+            body.append(head + [r["status"], "", "", "", predicted, "", ""])
+            continue
+        body.append(head + [pair(lambda s: s["fit"]), pair(lambda s: _k_of(s, 2)), pair(lambda s: _k_of(s, 4)),
+                            pair(horizon_of), predicted, "; ".join(p["observed"] for p in preds) or "—",
+                            "; ".join(p["outcome"] + _interval_text(p["interval"]) for p in preds) or "—"])
+    if compact:
+        return markdown_table(["ablation", "group", "fit", "horizon", "outcome"], body)
+    header = ["ablation", "task", "fit", "hold 2x", "hold 4x", "horizon", "predicted", "observed", "outcome"]
+    return markdown_table(header, body)
 
 
 def rope_extended_frequencies(method: str, factor: float = 4.0, original: int = 16, head_dim: int = 8) -> np.ndarray:

@@ -427,3 +427,115 @@ def test_best_claims_and_the_heat_table():
     heat = synthetic.verdict_heat_table(table, factor=4, floors=floors)
     missing = sum(r["status"] != "done" for r in table)
     assert heat.html.count("<td") == len(table) and heat.markdown.count("| — ") == missing
+
+
+# ----------------------------------------------------------------------------- the ablations (issue 30, phase D)
+
+
+@functools.cache
+def _ablations():
+    return synthetic.ablation_table()  # the shipped alternatives_v2_D.json beside alternatives_v2.json
+
+
+def _ablation(ablation, task, scheme, variant):
+    """One ablation unit, skipped (naming it) while it is not in the results file."""
+    (r,) = [r for r in _ablations() if (r["ablation"], r["task"], r["scheme"], r["variant"]) ==
+            (ablation, task, scheme, variant)]
+    if r["status"] != "done":
+        pytest.skip(f"{ablation} / {task} / {scheme} / {variant}: {r['status']}")
+    return r
+
+
+@pytest.mark.parametrize("scheme", ["none", "alibi"])
+@pytest.mark.parametrize("task", ["far_retrieve", "long_offset_copy"])
+def test_four_layers_do_not_make_the_far_pointers_fit(task, scheme):
+    """Predicted before the runs: depth is not what NoPE and ALiBi without BOS lack; no seed fits with 4 layers."""
+    r = _ablation("depth4", task, scheme, "plain")
+    assert r["ablated"]["fit_k"] == 0 and r["ablated"]["fit_n"] == len(synthetic.PHASE_D_SEEDS)
+    assert r["baseline"]["fit_k"] == 0 and r["outcome"] == "held"
+    assert _glued("abl-depth-fits") == f"0/{r['ablated']['fit_n']}"
+
+
+def test_nope_fits_latest_marker_with_four_layers():
+    r = _ablation("depth4", "latest_marker", "none", "plain")
+    assert r["ablated"]["fit_k"] == r["ablated"]["fit_n"] and r["baseline"]["fit_k"] == 0
+    assert (_glued("abl-nope-latest-4"), _glued("abl-nope-latest-2")) == (r["ablated"]["fit"], r["baseline"]["fit"])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("ablation", ["rope_base100", "rope_2heads"])
+def test_a_faster_rope_pair_adds_falls_at_aliases_and_keeps_the_cliff(ablation, variant):
+    """Seed by seed on offset copy: every fall within one position of an untrained alias of distance 3 at the
+    model's frequencies, a fall at 40-42 in every seed, and no horizon later than with base 10,000 (41-43)."""
+    r = _ablation(ablation, "offset_copy", "rope", variant)
+    alias = r["alias"]
+    assert alias["n"] == r["ablated"]["fit_n"] == len(synthetic.PHASE_D_SEEDS)
+    for drops in alias["drops"]:
+        assert drops and all(min(abs(t - a) for a in alias["aliases"]) <= 1 for t in drops), drops
+        assert any(40 <= t <= 42 for t in drops), drops
+    assert max(r["ablated"]["horizons"]) <= 42 and min(r["baseline"]["horizons"]) >= 40
+    # the pre-registered range 16-22: judged per group from the Wilson interval of k/n, as the chapter says
+    (p,) = r["predictions"]
+    assert p["k"] == sum(16 <= h <= 22 for h in r["ablated"]["horizons"])
+    assert p["outcome"] in _glued("abl-rope-outcome")
+
+
+def test_a_faster_rope_pair_moves_long_offset_copy_later():
+    """Not predicted, stated as observed: on long offset copy every seed's horizon moves past phase A's (16)."""
+    rows = [r for r in _ablations() if r["task"] == "long_offset_copy" and r["scheme"] == "rope"
+            and r["status"] == "done"]
+    if not rows:
+        pytest.skip("rope_base100 / long_offset_copy: not in the results yet")
+    for r in rows:
+        assert min(r["ablated"]["horizons"]) > max(r["baseline"]["horizons"]) == 16
+        assert r["ablated"]["n_2x"] == len(synthetic.PHASE_D_SEEDS)
+    horizons = [h for r in rows for h in r["ablated"]["horizons"]]
+    assert _glued("abl-long-horizons") == f"{min(horizons)}-{max(horizons)}" and _glued("abl-long-before") == "16"
+    held = sum(r["ablated"]["held_2x"] for r in rows)
+    assert _glued("abl-long-hold") == f"{held} of {sum(r['ablated']['n_2x'] for r in rows)}"
+    assert held >= 0.75 * len(horizons)  # "the horizon moves later": most seeds keep 0.9 of their accuracy at 2x
+
+
+def test_glued_ablation_counts_are_those_of_the_results_file():
+    rope = [r for r in _ablations() if r["task"] == "offset_copy" and r["scheme"] == "rope" and r["status"] == "done"]
+    drops = [d for r in rope for d in r["alias"]["drops"]]
+    assert _glued("abl-rope-on-alias") == f"{sum(r['alias']['on_alias'] for r in rope)} of {len(drops)}"
+    assert _glued("abl-rope-41") == f"{sum(41 in d for d in drops)} of {len(drops)}"
+    eight = [r for r in _ablations() if r["ablation"] == "alibi_8heads" and r["predictions"]]
+    missing = sum(r["status"] != "done" for r in eight)
+    text = _glued("abl-alibi8-outcome")
+    if missing == len(eight):
+        assert text == "not in the results yet"
+    else:
+        assert (f"{missing} not in the results yet" in text) == bool(missing)
+    for r in eight:
+        if r["status"] == "done":
+            assert r["outcome"] in text
+    assert "not in the results yet" not in _glued("abl-depth-outcome") or any(
+        r["status"] != "done" for r in _ablations() if r["ablation"] == "depth4")
+
+
+@pytest.mark.parametrize("task, variant", [("far_retrieve", "bos"), ("associative_recall", "plain"),
+                                           ("associative_recall", "bos")])
+def test_eight_alibi_heads_extrapolate_as_four(task, variant):
+    """Predicted before the runs: 8 heads (the same shallowest slope, 1/256) hold where 4 hold and degrade at 4x
+    on far retrieve with BOS; k of n per label, every seed fitting."""
+    r = _ablation("alibi_8heads", task, "alibi", variant)
+    assert r["ablated"]["fit_k"] == r["ablated"]["fit_n"] == len(synthetic.PHASE_D_SEEDS)
+    assert r["outcome"] == "held" and all(p["outcome"] == "held" for p in r["predictions"])
+    n = r["ablated"]["fit_n"]
+    if task == "far_retrieve":
+        assert r["ablated"]["held_2x"] >= n - 1 and r["ablated"]["held_4x"] == 0
+        assert r["ablated"]["horizon"] <= r["baseline"]["horizon"]
+    else:
+        assert r["ablated"]["held_2x"] == r["ablated"]["held_4x"] == n
+    assert posenc.alibi_slopes(8)[-1] == posenc.alibi_slopes(4)[-1]
+    assert "held in" in _glued("abl-alibi8-outcome")
+
+
+def test_four_layers_help_nope_hold_recall_at_2x():
+    r = _ablation("depth4", "associative_recall", "none", "plain")
+    assert r["ablated"]["held_2x"] == r["ablated"]["n_2x"] == len(synthetic.PHASE_D_SEEDS)
+    assert r["baseline"]["held_2x"] == 0
+    assert _glued("abl-nope-recall-4") == f"{r['ablated']['held_2x']}/{r['ablated']['n_2x']}"
+    assert _glued("abl-nope-recall-2") == f"{r['baseline']['held_2x']}/{r['baseline']['n_2x']}"
