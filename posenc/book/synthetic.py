@@ -41,7 +41,7 @@ mechanism checks test each scheme's predicted failure on the saved curves
 :func:`randomized_spacing`, :func:`bos_feature_gap`); each has a figure (``plot_*``) that
 draws its dict and says on the axes what is missing.
 
-**Ablations.** :func:`ablation_table` puts each phase-D unit (:func:`ablation_units`) beside
+**Ablations.** :func:`ablation_table` puts each phase-D unit (``ablation_units``) beside
 its phase-A counterpart at the same learning rate and judges the ablations' own
 predictions (:data:`ABLATION_PREDICTIONS`), naming the units not in the results yet;
 :func:`format_ablation_table` is its Markdown table.
@@ -1784,7 +1784,7 @@ ABLATION_PREDICTIONS: dict[tuple[str, str, str, str], dict[str, object]] = {
 ABLATION_NAMES = {"depth4": "4 layers", "rope_base100": "RoPE, base 100", "rope_2heads": "RoPE, 2 heads",
                   "alibi_8heads": "ALiBi, 8 heads"}
 
-#: The share of fitting seeds a horizon prediction needs: held when the Wilson interval of that share lies above it.
+#: Share of the fitting seeds a horizon prediction needs; held when the Wilson interval of that share lies above it.
 HORIZON_SHARE = 0.5
 
 
@@ -1885,7 +1885,7 @@ def ablation_table(results_d: object = None, results_a: object = None, *, checkp
     """Every phase-D ablation unit beside its phase-A counterpart, with its prediction's outcome.
 
     The counterpart is phase A's group of the same task, scheme and variant at the unit's
-    learning rate (:func:`ablation_lr` of phase A's band, the rate the ablation ran at), so
+    learning rate (``ablation_lr`` of phase A's band, the rate the ablation ran at), so
     the two share the rate and the seeds 0-3 (the ablation adds seed 4). Both sides are
     summarised alike: fit ``k/n`` with its Wilson interval, per factor ``f`` the
     extrapolation label (:func:`extrapolation_label`), the mean beyond-length accuracy with
@@ -1906,7 +1906,7 @@ def ablation_table(results_d: object = None, results_a: object = None, *, checkp
         checkpoint: ``"best"`` (lowest held-out loss) or ``"final"``.
 
     Returns:
-        One dict per unit of :func:`ablation_units`, in that order: ``ablation``, ``task``,
+        One dict per unit of ``ablation_units``, in that order: ``ablation``, ``task``,
         ``scheme``, ``variant``, ``name`` (as the chapter says it), ``status`` (``"done"`` or
         ``"not in the results yet"``), ``lr``, ``baseline`` (phase A's summary; ``None``
         where phase A lacks the group), ``predictions`` (one dict per prediction:
