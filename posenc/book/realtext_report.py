@@ -41,6 +41,8 @@ __all__ = [
     "copy_probe_table",
     "extension_table",
     "floors",
+    "largest_step",
+    "loss_by_position",
     "orderings",
     "plot_break_by_step",
     "plot_context_use",
@@ -687,6 +689,154 @@ def orderings(grid: Mapping, pairs: Sequence[Sequence], *, mode: str = "sliding"
     return ReportRows(out, columns=("statement", "label", "diff", "t95", "blocks_bootstrap95", "a_lower", "n_seeds"))
 
 
+# --------------------------------------------------------------------------- loss by position and its largest step
+
+
+def _zero_shot(grid: Mapping) -> list[str]:
+    """The zero-shot extensions of the grid: those its ``extension_runs`` hold, then the protocol's."""
+    return list(dict.fromkeys([r["zero_shot"] for r in grid.get("extension_runs", []) if r.get("zero_shot")]
+                              + list((grid["protocol"].get("extensions") or {}).get("zero_shot", []))))
+
+
+def _lbp_name(grid: Mapping, name: object) -> str:
+    """``name`` checked: a variant of the grid or ``"zs:<method>"``, a zero-shot extension of it."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a variant ('rope') or a zero-shot extension ('zs:ntk'), got {name!r}")
+    known = _variants(grid) + [f"zs:{m}" for m in _zero_shot(grid)]
+    if name not in known:
+        raise ValueError(f"name: {name!r} is not a variant or zero-shot extension of the grid; choose from {known}")
+    return name
+
+
+def _lbp_runs(grid: Mapping, name: str) -> list[Mapping]:
+    """The runs of ``name`` (checked) that hold a loss by position."""
+    if name.startswith("zs:"):
+        runs = [r for r in grid.get("extension_runs", []) if r.get("zero_shot") == name[3:]]
+    else:
+        runs = [r for r in grid.get("runs", []) if r.get("variant") == name]
+    return [r for r in runs if isinstance(r.get("loss_by_position"), Mapping)]
+
+
+def _mean_curve(curves: Sequence[Mapping]) -> tuple[int, int, np.ndarray, int]:
+    """``(bin, length, mean bpc per bin, seeds averaged)`` over the curves as long as the longest."""
+    size = max(len(c["bpc"]) for c in curves)
+    same = [c for c in curves if len(c["bpc"]) == size]
+    return int(same[0]["bin"]), int(same[0]["length"]), np.mean([c["bpc"] for c in same], axis=0), len(same)
+
+
+def _predicted_break(grid: Mapping, name: str) -> float | None:
+    """Where the mechanism puts ``name``'s break (distance), ``None`` where it predicts none.
+
+    RoPE: :func:`~posenc.book.realtext.rope_break`; a T5 variant: its first untrained
+    distance; ``"zs:pi"``, ``"zs:ntk"``, ``"zs:yarn"`` (and ``yarn_no_temperature``): the
+    half-turn rule under the frequencies scaled by the factor of its runs.
+    """
+    cfg = _config(grid)
+    L, head_dim = int(cfg["train_len"]), int(cfg["d_model"]) // int(cfg["n_heads"])
+    if name == "rope":
+        return rope_break(L, head_dim)[1]
+    if _scheme(name) == "t5":
+        first = t5_first_untrained(L, int(name.split("-")[1]))
+        return None if first is None else float(first)
+    if name.startswith("zs:"):
+        from ..rope.scaling import extension
+
+        base = name[3:].replace("_no_temperature", "")
+        if base in ("pi", "ntk", "yarn"):
+            factor = next((r.get("factor") for r in _lbp_runs(grid, name)), 8)
+            return rope_break(L, head_dim, scaling=extension(base, factor, L))[1]
+    return None
+
+
+def loss_by_position(grid: Mapping, name: str) -> dict:
+    """One variant's (or zero-shot extension's) loss by position in windows of ``8L``, the mean over its seeds.
+
+    ``name`` is a variant of the grid (``"rope"``, ``"t5-128"``, ...) read from the main
+    ``runs``, or ``"zs:<method>"`` (``"zs:ntk"``) read from the ``extension_runs``. Bin ``i``
+    holds positions ``bin * i`` to ``bin * i + bin - 1``; the mean is over the seeds whose
+    curve is as long as the longest (the learned table's stops at ``L``).
+
+    Returns:
+        ``{"name", "bin", "length" (the window), "bpc" (array, shape (length // bin,), or
+        None), "n_seeds", "missing"}``; ``missing`` is ``None`` or a sentence saying why
+        there is no curve yet.
+
+    Example:
+        >>> from posenc.book.realtext_report import _example_grid
+        >>> c = loss_by_position(_example_grid(), "rope")
+        >>> c["bin"], c["length"], c["bpc"].shape, c["n_seeds"]
+        (2, 64, (32,), 3)
+        >>> [round(float(x), 1) for x in c["bpc"][3:7]]
+        [2.6, 2.6, 4.6, 4.6]
+    """
+    grid = _check_grid(grid)
+    name = _lbp_name(grid, name)
+    runs = _lbp_runs(grid, name)
+    if not runs:
+        section = "extension_runs" if name.startswith("zs:") else "runs"
+        missing = _missing(grid, section) or f"no run of {name} has a loss by position"
+        return {"name": name, "bin": None, "length": None, "bpc": None, "n_seeds": 0, "missing": missing}
+    b, length, mean, n = _mean_curve([r["loss_by_position"] for r in runs])
+    return {"name": name, "bin": b, "length": length, "bpc": mean, "n_seeds": n, "missing": None}
+
+
+def largest_step(grid: Mapping, name: str, *, late: int = 1) -> dict:
+    """The largest step up between neighbouring bins of :func:`loss_by_position`, judged against the predicted break.
+
+    The step into bin ``j`` is ``bpc[j] - bpc[j - 1]``; the largest one (the first, on a
+    tie) says where the loss jumps. The prediction is the mechanism's break distance ``d``
+    (RoPE's half-turn, :func:`~posenc.book.realtext.rope_break`; a T5 variant's first
+    untrained bucket; a zero-shot extension's half-turn under its scaled frequencies).
+    Position ``p`` reaches ``p`` characters back, so a break at ``d`` first shows at
+    position ``floor(d) + 1``, in ``d``'s bin or the next one. The rule: the step holds
+    when it enters ``d``'s bin or one of the ``late`` bins after it (``late=0`` asks for
+    ``d``'s bin itself); otherwise it is refuted, so many bins early or late.
+
+    Returns:
+        ``{"name", "bin", "into" ((first, last) position of the bin the step enters),
+        "step" (bits), "predicted" (``d`` or None), "expected" ((first, last) position
+        the rule accepts, or None), "bins_off" (0 when it holds, negative when early,
+        positive when late, None without a prediction), "holds" (bool or None),
+        "verdict" ("holds", "refuted: 2 bins early", ..., "no prediction"), "missing"}``.
+
+    Example:
+        >>> from posenc.book.realtext_report import _example_grid
+        >>> g = _example_grid()
+        >>> s = largest_step(g, "rope")
+        >>> s["into"], round(s["step"], 2), round(s["predicted"], 1), s["expected"], s["verdict"]
+        ((10, 11), 2.0, 9.9, (8, 11), 'holds')
+        >>> largest_step(g, "zs:ntk", late=0)["verdict"]
+        'refuted: 1 bin late'
+        >>> largest_step(g, "alibi")["verdict"]
+        'no prediction'
+    """
+    grid = _check_grid(grid)
+    name = _lbp_name(grid, name)
+    late = check_int("late", late, minimum=0)
+    curve = loss_by_position(grid, name)
+    out = {"name": name, "bin": curve["bin"], "into": None, "step": None, "predicted": _predicted_break(grid, name),
+           "expected": None, "bins_off": None, "holds": None, "verdict": None, "missing": curve["missing"]}
+    if curve["missing"] is None and len(curve["bpc"]) < 2:
+        out["missing"] = f"the loss by position of {name} has one bin: no step"
+    if out["missing"] is not None:
+        out["verdict"] = out["missing"]
+        return out
+    b, steps = curve["bin"], np.diff(curve["bpc"])
+    j = int(np.argmax(steps)) + 1  # the bin the largest step enters
+    out.update(into=(b * j, b * j + b - 1), step=float(steps.max()))
+    d = out["predicted"]
+    if d is None:
+        out["verdict"] = "no prediction"
+        return out
+    first = int(d // b)
+    out["expected"] = (b * first, b * (first + late) + b - 1)
+    off = j - first if j < first else max(0, j - first - late)
+    plural = "s" if abs(off) != 1 else ""
+    out.update(bins_off=off, holds=off == 0,
+               verdict="holds" if off == 0 else f"refuted: {abs(off)} bin{plural} {'early' if off < 0 else 'late'}")
+    return out
+
+
 # --------------------------------------------------------------------------- figures
 
 
@@ -781,16 +931,8 @@ def plot_context_use(ax, grid: Mapping, *, variants: Sequence[str] | None = None
 
 
 def _predicted_breaks(grid: Mapping, names: Sequence[str]) -> dict[str, float | None]:
-    cfg = _config(grid)
-    L = int(cfg["train_len"])
-    out: dict[str, float | None] = {}
-    for v in names:
-        if v == "rope":
-            out[v] = rope_break(L, int(cfg["d_model"]) // int(cfg["n_heads"]))[1]
-        elif _scheme(v) == "t5":
-            first = t5_first_untrained(L, int(v.split("-")[1]))
-            out[v] = None if first is None else float(first)
-    return out
+    """:func:`_predicted_break` of the variants that have a mechanism (RoPE, T5)."""
+    return {v: _predicted_break(grid, v) for v in names if v == "rope" or _scheme(v) == "t5"}
 
 
 def plot_loss_by_position(ax, grid: Mapping, *, variants: Sequence[str] | None = None) -> dict:
@@ -828,16 +970,13 @@ def plot_loss_by_position(ax, grid: Mapping, *, variants: Sequence[str] | None =
                   if r.get("variant") == v and isinstance(r.get("loss_by_position"), Mapping)]
         if not curves:
             continue
-        size = max(len(c["bpc"]) for c in curves)
-        same = [c for c in curves if len(c["bpc"]) == size]
-        b = int(same[0]["bin"])
-        mean = np.mean([c["bpc"] for c in same], axis=0)
-        x = b * np.arange(size) + (b - 1) / 2
+        b, length, mean, _ = _mean_curve(curves)
+        x = b * np.arange(len(mean)) + (b - 1) / 2
         style = _style(v, L)
         style.pop("marker", None)
         ax.plot(x, mean, label=v, linewidth=1.3, **style)
         drawn.append(v)
-        ends.append((v, float(mean[: max(1, L // b)].mean()), float(mean[-1]), same[0]["length"]))
+        ends.append((v, float(mean[: max(1, L // b)].mean()), float(mean[-1]), length))
     for v, d in predicted.items():
         if d is not None and v in drawn:
             ax.axvline(d, color=_style(v, L).get("color", "gray"), linewidth=1.0, linestyle=":",
@@ -944,19 +1083,16 @@ def plot_extension_positions(ax, grid: Mapping, *, methods: Sequence[str] | None
         (['ntk', 'yarn'], 13.4, 79.5)
         >>> plt.close(fig)
     """
-    from ..rope.scaling import extension
-
     check_axes("ax", ax)
     grid = _check_grid(grid)
     runs = [r for r in grid.get("extension_runs", []) if r.get("zero_shot") and isinstance(r.get("loss_by_position"), Mapping)]
-    known = list(dict.fromkeys([r["zero_shot"] for r in runs] + list((grid["protocol"].get("extensions") or {})
-                                                                       .get("zero_shot", []))))
+    known = _zero_shot(grid)
     chosen = known if methods is None else list(check_names("methods", methods))
     bad = [m for m in chosen if m not in known]
     if bad:
         raise ValueError(f"methods: {bad[0]!r} is not a zero-shot extension of the grid; choose from {known}")
     cfg = _config(grid)
-    L, head_dim = int(cfg["train_len"]), int(cfg["d_model"]) // int(cfg["n_heads"])
+    L = int(cfg["train_len"])
     predicted: dict[str, float] = {}
     drawn: list[str] = []
     window = None
@@ -967,15 +1103,13 @@ def plot_extension_positions(ax, grid: Mapping, *, methods: Sequence[str] | None
                                                  for m in chosen]:
         if not lbps:
             continue
-        b, size = int(lbps[0]["bin"]), len(lbps[0]["bpc"])
-        mean = np.mean([c["bpc"] for c in lbps if len(c["bpc"]) == size], axis=0)
-        curves[name] = (b * np.arange(size) + (b - 1) / 2, mean)
-        window = int(lbps[0]["length"])
+        b, window, mean, _ = _mean_curve(lbps)
+        curves[name] = (b * np.arange(len(mean)) + (b - 1) / 2, mean)
     factor = next((r.get("factor") for r in runs), 8)
     for m in chosen:
-        base = m.replace("_no_temperature", "")
-        if base in ("pi", "ntk", "yarn"):
-            predicted[m] = rope_break(L, head_dim, scaling=extension(base, factor, L))[1]
+        d = _predicted_break(grid, f"zs:{m}")
+        if d is not None:
+            predicted[m] = d
     if "plain RoPE" in curves:
         x, y = curves["plain RoPE"]
         ax.plot(x, y, color="0.6", linewidth=1.3, label="plain RoPE")

@@ -396,6 +396,75 @@ def test_plot_extension_positions_draws_breaks_inside_the_window_only(grid, ax):
     assert only["drawn"] == ["yarn"] and not plotting.figure_problems(ax.figure)
 
 
+# --------------------------------------------------------------------------- loss by position: the largest step
+
+
+def test_loss_by_position_is_the_mean_over_seeds(grid):
+    c = rr.loss_by_position(grid, "rope")
+    assert (c["bin"], c["length"], c["n_seeds"], c["missing"]) == (2, 8 * L, 3, None)
+    assert c["bpc"].shape == (4 * L,)
+    assert c["bpc"][:5] == pytest.approx([LEVEL["rope"]] * 5) and c["bpc"][5:] == pytest.approx([LEVEL["rope"] + 1.0] * 27)
+    learned = rr.loss_by_position(grid, "learned")             # the learned table stops at L
+    assert learned["length"] == L and learned["bpc"].shape == (L // 2,)
+    ntk = rr.loss_by_position(grid, "zs:ntk")                   # seeds shifted by -0.01, 0, +0.01: the mean is seed 1
+    assert ntk["bpc"][:7] == pytest.approx([2.55] * 7) and ntk["bpc"][7] == pytest.approx(3.55)
+
+
+def test_loss_by_position_averages_the_longest_curves_only(grid):
+    g = copy.deepcopy(grid)
+    g["runs"].append({"variant": "rope", "seed": 9, "loss_by_position": {"length": 4 * L, "bin": 2, "bpc": [9.0] * 16}})
+    c = rr.loss_by_position(g, "rope")
+    assert c["n_seeds"] == 3 and c["bpc"] == pytest.approx(rr.loss_by_position(grid, "rope")["bpc"])
+
+
+def test_largest_step_against_each_prediction(grid):
+    cfg = grid["protocol"]["config"]
+    half = rt.rope_break(L, cfg["d_model"] // cfg["n_heads"])[1]             # 31.4: bin 30-31
+    rope = rr.largest_step(grid, "rope")                                     # the made-up RoPE steps into 10-11
+    assert rope["into"] == (10, 11) and rope["step"] == pytest.approx(1.0)
+    assert rope["predicted"] == pytest.approx(half) and rope["expected"] == (30, 33)
+    assert rope["bins_off"] == -10 and rope["holds"] is False and rope["verdict"] == "refuted: 10 bins early"
+    t5 = rr.largest_step(grid, "t5-128")                                     # predicted 8 (bin 8-9); steps into 10-11
+    assert t5["predicted"] == 8.0 and t5["expected"] == (8, 11) and t5["verdict"] == "holds" and t5["bins_off"] == 0
+    strict = rr.largest_step(grid, "t5-128", late=0)
+    assert strict["expected"] == (8, 9) and strict["bins_off"] == 1 and strict["verdict"] == "refuted: 1 bin late"
+    assert rr.largest_step(grid, "t5-8")["verdict"] == "no prediction"     # every bucket trained
+    alibi = rr.largest_step(grid, "alibi")
+    assert alibi["predicted"] is None and alibi["holds"] is None and alibi["into"] == (2, 3)   # flat: the first tie
+    ntk = rr.largest_step(grid, "zs:ntk")                                    # predicted 62.8, steps into 14-15
+    assert ntk["predicted"] == pytest.approx(62.83, abs=0.01) and ntk["into"] == (14, 15)
+    assert ntk["verdict"] == "refuted: 24 bins early"
+    far = rr.largest_step(grid, "zs:pi", late=3)                             # 251.3: beyond the window of 64
+    assert far["expected"] == (250, 257) and far["bins_off"] == -118
+
+
+def test_largest_step_late_is_counted_past_the_accepted_bins(grid):
+    g = copy.deepcopy(grid)
+    for r in g["runs"]:
+        if r["variant"] == "t5-128":
+            r["loss_by_position"]["bpc"] = [2.5] * 10 + [3.5] * 22           # steps into bin 10 (20-21); predicted bin 4
+    assert rr.largest_step(g, "t5-128")["verdict"] == "refuted: 5 bins late"
+    assert rr.largest_step(g, "t5-128", late=6)["verdict"] == "holds"
+
+
+def test_largest_step_without_a_curve_says_why(grid):
+    g = copy.deepcopy(grid)
+    g["extension_runs"] = []
+    out = rr.largest_step(g, "zs:ntk")
+    assert out["into"] is None and out["holds"] is None and "'extension_runs'" in out["missing"]
+    assert out["verdict"] == out["missing"] and out["predicted"] == pytest.approx(62.83, abs=0.01)
+    for r in g["runs"]:
+        r["loss_by_position"] = {"length": 2, "bin": 2, "bpc": [2.6]}
+    assert "one bin" in rr.largest_step(g, "rope")["missing"]
+
+
+def test_largest_step_leaves_the_grid_unchanged(grid):
+    before = copy.deepcopy(grid)
+    rr.largest_step(grid, "rope")
+    rr.largest_step(grid, "zs:ntk", late=0)
+    assert grid == before
+
+
 # --------------------------------------------------------------------------- the shipped file (as the grid has written it)
 
 TABLES = [rr.bpc_table, rr.context_use_table, rr.copy_probe_table, rr.extension_table, rr.training_table]
@@ -511,6 +580,15 @@ CASES = [
      "methods"),
     ("plot_extension_positions methods str", lambda: rr.plot_extension_positions(_ax(), _G, methods="ntk"), "methods"),
     ("plot_extension_positions grid", lambda: rr.plot_extension_positions(_ax(), None), "grid"),
+    ("loss_by_position grid", lambda: rr.loss_by_position([], "rope"), "grid"),
+    ("loss_by_position name unknown", lambda: rr.loss_by_position(_G, "t5"), "name"),
+    ("loss_by_position name int", lambda: rr.loss_by_position(_G, 0), "name"),
+    ("loss_by_position name fine-tune", lambda: rr.loss_by_position(_G, "ft:yarn"), "name"),
+    ("largest_step grid", lambda: rr.largest_step(None, "rope"), "grid"),
+    ("largest_step name unknown", lambda: rr.largest_step(_G, "zs:dynamic"), "name"),
+    ("largest_step name list", lambda: rr.largest_step(_G, ["rope"]), "name"),
+    ("largest_step late -1", lambda: rr.largest_step(_G, "rope", late=-1), "late"),
+    ("largest_step late float", lambda: rr.largest_step(_G, "rope", late=0.5), "late"),
     ("ReportRows markdown columns str", lambda: rr.bpc_table(_G).markdown("variant"), "columns"),
     ("ReportRows markdown columns unknown", lambda: rr.bpc_table(_G).markdown(["bpc"]), "columns"),
     ("ReportRows markdown digits -1", lambda: rr.bpc_table(_G).markdown(digits=-1), "digits"),
