@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import posenc
 from posenc.book import realtext as rt
@@ -198,11 +199,13 @@ def test_prediction_1_t5_128(grid):
 
 def test_prediction_2_rope_half_turn(grid):
     needs(grid, "main:rope", "main:alibi")
-    runs = {v: np.mean([r["loss_by_position"]["bpc"] for r in grid["runs"] if r["variant"] == v], axis=0)
-            for v in ("rope", "alibi")}
+    runs = {v: rr.loss_by_position(grid, v)["bpc"] for v in ("rope", "alibi")}
     rope = runs["rope"]
-    jump_into = 2 * (int(np.argmax(np.diff(rope))) + 1)
-    assert 30 <= jump_into <= 33  # 2a: the largest step at the half-turn (31.4)
+    # 2a: the largest step enters the half-turn's bin (30-31) or the next: into 32-33, +0.56 bits
+    jump = rr.largest_step(grid, "rope", late=1)
+    assert round(jump["predicted"], 1) == 31.4 and jump["expected"] == (30, 33)
+    assert jump["into"] == (32, 33) and round(jump["step"], 2) == 0.56
+    assert jump["holds"] and jump["verdict"] == "holds"
     assert _seed_rise(grid, "rope", 16).mean() <= _seed_rise(grid, "alibi", 16).mean()  # 2b
     # 2c refuted: RoPE has pulled away by 4L (+0.55 against ALiBi's +0.27)
     r4, a4 = _seed_rise(grid, "rope", 32).mean(), _seed_rise(grid, "alibi", 32).mean()
@@ -229,6 +232,25 @@ def test_prediction_5b_randomized_refuted(grid):
     assert (_seed_rise(grid, "randomized", 128) > 0.2).all()
     b = {r["variant"]: r["mean"] for r in rr.bpc_table(grid) if r["eval_len"] == 128 and r["mode"] == "sliding"}
     assert abs(b["randomized"] - b["none"]) < 0.2
+
+
+def test_randomized_spacing_reading(grid):
+    """The reading after prediction 5b: n sorted positions drawn from 0 .. M - 1 sit (M + 1) / (n + 1) apart,
+    about 14 in training (n = L = 8, M = 128) and 1 at 16L, where a window takes every position."""
+    from posenc.book.synthetic import randomized_spacing
+
+    L, M = grid["protocol"]["config"]["train_len"], grid["protocol"]["config"]["randomized_max_len"]
+    assert (L, M) == (8, 128) and M == 16 * L       # training draws from every position up to 16L
+    gap = randomized_spacing([L, 16 * L], M)
+    assert gap == pytest.approx([129 / 9, 1.0]) and round(float(gap[0])) == 14
+    # the formula against the positions the grid's randomized model draws (windows of L, 20,000 of them)
+    from posenc.book.models import random_positions
+
+    drawn = random_positions(20000, L, M, generator=torch.Generator().manual_seed(0))
+    assert drawn.diff(dim=1).double().mean().item() == pytest.approx(float(gap[0]), rel=0.02)
+    assert random_positions(4, 16 * L, M).diff(dim=1).eq(1).all()      # at 16L: every position, 1 apart
+    g = _glued()
+    assert g["rand-gap-L"] == "14" and g["rand-gap-16L"] == "1" and g["rand-max-1"] == str(M - 1)
 
 
 def test_prediction_6_alibi_not_flat(grid):
@@ -291,6 +313,33 @@ def test_rope_pair_1_cosine_negative_only_where_the_copy_fails(grid):
     assert [d for d, c in cos.items() if c < 0] == [27]
 
 
+def test_rope_copy_reading_pair_1_cosine(grid):
+    """The reading after the positive controls: pair 1 (the fastest pair not past half a turn within L) scales the
+    match by cos(omega_1 d): -0.90 at 27, the one distance where RoPE's control does not copy, positive elsewhere."""
+    needs(grid, *COPY_UNITS)
+    cfg = grid["protocol"]["config"]
+    head = cfg["d_model"] // cfg["n_heads"]
+    pair, half = rt.rope_break(cfg["train_len"], head)
+    omega = posenc.rotary_frequencies(head)
+    assert pair == 1 and float(omega[1]) == pytest.approx(0.1)       # 10000 ** (-1 / 4)
+    dists = grid["protocol"]["probe"]["distances"]
+    cos = {d: float(np.cos(omega[pair] * d)) for d in dists}
+    assert {d: round(c, 2) for d, c in cos.items()} == {3: 0.96, 11: 0.45, 27: -0.90, 59: 0.93}
+    assert 27 < half < 59 and abs(27 - half) < abs(59 - half)        # 27 is the distance nearest the half-turn
+    # the rotation the model applies (interleaved pairs): a query and a key along pair 1's first axis, d apart,
+    # score cos(omega_1 d)
+    x = torch.zeros(1, 1, max(dists) + 1, head)
+    x[..., 2 * pair] = 1.0
+    rot = posenc.apply_rotary(x, torch.arange(max(dists) + 1), layout="interleaved")[0, 0]
+    assert {d: float(rot[d] @ rot[0]) for d in dists} == pytest.approx(cos, abs=1e-5)
+    # where the copy fails: RoPE's positive control at 27 only
+    fails = [r["distance"] for r in rr.copy_probe_table(grid, condition="positive_control")
+             if r["variant"] == "rope" and r["label"] != "copies"]
+    assert fails == [d for d, c in cos.items() if c < 0] == [27]
+    g = _glued()
+    assert [g[f"cos-{d}"] for d in dists] == [f"{c:+.2f}" for c in cos.values()] == ["+0.96", "+0.45", "-0.90", "+0.93"]
+
+
 # --------------------------------------------------------------------------- the extensions
 
 
@@ -325,10 +374,13 @@ def test_zero_shot_extensions(grid):
         assert _label(grid, "zs:ntk", "zs:pi", n)["label"] == rr.HOLDS
     # YaRN's temperature does not help here (reversed seed by seed at 4L)
     assert _label(grid, "zs:yarn", "zs:yarn_no_temperature", 32)["label"] == rr.REVERSED
-    # NTK-aware (s = 8): largest step by position at 8L into 58-59, two bins before 62.8
-    zs = [r["loss_by_position"] for r in grid["extension_runs"] if r.get("zero_shot") == "ntk"]
-    step = np.diff(np.mean([c["bpc"] for c in zs], axis=0))
-    assert zs[0]["bin"] * (int(np.argmax(step)) + 1) == 58
+    # NTK-aware (s = 8): largest step by position at 8L into 58-59, two bins before the bin of 62.8 (62-63)
+    ntk = rr.largest_step(grid, "zs:ntk", late=0)
+    assert round(ntk["predicted"], 1) == 62.8 and ntk["expected"] == (62, 63)
+    assert ntk["into"] == (58, 59) and ntk["bins_off"] == -2
+    assert ntk["verdict"] == "refuted: 2 bins early"
+    # refuted under the looser rule of RoPE's 2a too (62-65)
+    assert rr.largest_step(grid, "zs:ntk", late=1)["verdict"] == "refuted: 2 bins early"
 
 
 # --------------------------------------------------------------------------- the issue's floors, every variant
