@@ -71,10 +71,18 @@ def seeded(seed: int) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class TrialConfig:
-    """Base of the chapters' trial configurations (``RunConfig``, ``TextConfig``, ``VisionConfig``).
+    """Base of the chapters' trial configurations (``RunConfig``, ``TextConfig``, ``VisionConfig``, ...).
 
-    A subclass is a frozen dataclass whose **defaults are the protocol that ran** (the
-    experiment script passes no overrides, and its results file stores :meth:`to_dict`).
+    A subclass is a frozen dataclass of one experiment's settings. Its defaults are the
+    protocol of that experiment's main runs (``RunConfig``, ``GridConfig``) or a base
+    (``TextConfig``, ``VisionConfig``), and the experiment scripts override fields where
+    a run differs: ``RunConfig``'s ``lr`` and ``bos`` per group
+    (``experiments/alternatives_extrapolation.py``); the step cap of chapter 7's tuning
+    runs and the repeats of its copy probe's positive control (``GridConfig``);
+    ``TextConfig`` in ``experiments/learned_table.py`` and chapter 7's fine-tunes;
+    ``VisionConfig`` through ``CanvasConfig``. Each subclass's docstring says what its
+    defaults are. What ran is the config a results file stores (:meth:`to_dict`) or,
+    where a script does not store it, the script's own settings.
     It checks its fields in :meth:`validate`, called once on construction.
 
     Example:

@@ -212,11 +212,15 @@ class TextConfig(TrialConfig):
     """The recipe of :func:`train_lm` and :func:`fine_tune`: one learning rate for every scheme, a fixed step budget.
 
     The defaults (two layers of width 64 with 4 heads, 1,000 steps of 8 windows of 64
-    characters at a peak learning rate of 1e-2) are the base that
-    ``experiments/learned_table.py`` trains from (with 2,000 steps and validation every
-    500: ``learned_table.json``, ``"protocol"``/``"config"``). Chapter 7's grid trains
-    with :class:`GridConfig` and builds a ``TextConfig`` only to fine-tune its RoPE
-    models for the context extensions (:func:`fine_tune`).
+    characters at a peak learning rate of 1e-2) are a base, not a protocol that ran:
+    ``experiments/learned_table.py`` overrides ``steps`` (2,000) and ``eval_every`` (500)
+    and stores what ran (``learned_table.json``, ``"protocol"``/``"config"``). Chapter 7's
+    grid trains with :class:`GridConfig` and builds a ``TextConfig`` only to fine-tune its
+    RoPE models for the context extensions (``experiments/ch7_grid.py``): it takes
+    ``train_len``, the model's size, ``batch_size`` and ``val_chars`` from the grid, and
+    :func:`fine_tune` is given the steps, learning rate and batch size and sets its own
+    warm-up and ``eval_every``. There the defaults still in force are ``min_lr_frac``,
+    ``weight_decay`` and ``grad_clip``; the grid's results file does not store them.
 
     Attributes:
         train_len: training context ``L`` (characters).
