@@ -795,7 +795,7 @@ def largest_step(grid: Mapping, name: str, *, late: int = 1) -> dict:
     Returns:
         ``{"name", "bin", "into" ((first, last) position of the bin the step enters),
         "step" (bits), "predicted" (``d`` or None), "expected" ((first, last) position
-        the rule accepts, or None), "bins_off" (0 when it holds, negative when early,
+        the rule accepts, clipped to the window when it starts inside it, or None), "bins_off" (0 when it holds, negative when early,
         positive when late, None without a prediction), "holds" (bool or None),
         "verdict" ("holds", "refuted: 2 bins early", ..., "no prediction"), "missing"}``.
 
@@ -829,7 +829,9 @@ def largest_step(grid: Mapping, name: str, *, late: int = 1) -> dict:
         out["verdict"] = "no prediction"
         return out
     first = int(d // b)
-    out["expected"] = (b * first, b * (first + late) + b - 1)
+    hi, last = b * (first + late) + b - 1, b * len(curve["bpc"]) - 1
+    # clipped to the window's last position when the predicted bin lies inside it
+    out["expected"] = (b * first, min(hi, last) if b * first <= last else hi)
     off = j - first if j < first else max(0, j - first - late)
     plural = "s" if abs(off) != 1 else ""
     out.update(bins_off=off, holds=off == 0,

@@ -374,13 +374,14 @@ def test_zero_shot_extensions(grid):
         assert _label(grid, "zs:ntk", "zs:pi", n)["label"] == rr.HOLDS
     # YaRN's temperature does not help here (reversed seed by seed at 4L)
     assert _label(grid, "zs:yarn", "zs:yarn_no_temperature", 32)["label"] == rr.REVERSED
-    # NTK-aware (s = 8): largest step by position at 8L into 58-59, two bins before the bin of 62.8 (62-63)
-    ntk = rr.largest_step(grid, "zs:ntk", late=0)
+    # NTK-aware (s = 8), judged by RoPE's rule (2a: the half-turn's bin or the next, clipped to the
+    # window): largest step by position at 8L into 58-59, two bins before 62-63
+    ntk = rr.largest_step(grid, "zs:ntk", late=1)
     assert round(ntk["predicted"], 1) == 62.8 and ntk["expected"] == (62, 63)
     assert ntk["into"] == (58, 59) and ntk["bins_off"] == -2
     assert ntk["verdict"] == "refuted: 2 bins early"
-    # refuted under the looser rule of RoPE's 2a too (62-65)
-    assert rr.largest_step(grid, "zs:ntk", late=1)["verdict"] == "refuted: 2 bins early"
+    # and under the stricter rule (the bin of 62.8 alone)
+    assert rr.largest_step(grid, "zs:ntk", late=0)["verdict"] == "refuted: 2 bins early"
 
 
 # --------------------------------------------------------------------------- the floors, every variant
