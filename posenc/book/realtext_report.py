@@ -795,8 +795,9 @@ def largest_step(grid: Mapping, name: str, *, late: int = 1) -> dict:
     Returns:
         ``{"name", "bin", "into" ((first, last) position of the bin the step enters),
         "step" (bits), "predicted" (``d`` or None), "expected" ((first, last) position
-        the rule accepts, clipped to the window when it starts inside it, or None), "bins_off" (0 when it holds, negative when early,
-        positive when late, None without a prediction), "holds" (bool or None),
+        the rule accepts, clipped to the window when it starts inside it, or None),
+        "bins_off" (0 when it holds, negative when early, positive when late, None
+        without a prediction), "holds" (bool or None),
         "verdict" ("holds", "refuted: 2 bins early", ..., "no prediction"), "missing"}``.
 
     Example:
