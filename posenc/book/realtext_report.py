@@ -40,6 +40,7 @@ __all__ = [
     "context_use_table",
     "copy_probe_table",
     "extension_table",
+    "first_gap",
     "floors",
     "largest_step",
     "loss_by_position",
@@ -698,13 +699,13 @@ def _zero_shot(grid: Mapping) -> list[str]:
                               + list((grid["protocol"].get("extensions") or {}).get("zero_shot", []))))
 
 
-def _lbp_name(grid: Mapping, name: object) -> str:
+def _lbp_name(grid: Mapping, name: object, arg: str = "name") -> str:
     """``name`` checked: a variant of the grid or ``"zs:<method>"``, a zero-shot extension of it."""
     if not isinstance(name, str):
-        raise TypeError(f"name must be a variant ('rope') or a zero-shot extension ('zs:ntk'), got {name!r}")
+        raise TypeError(f"{arg} must be a variant ('rope') or a zero-shot extension ('zs:ntk'), got {name!r}")
     known = _variants(grid) + [f"zs:{m}" for m in _zero_shot(grid)]
     if name not in known:
-        raise ValueError(f"name: {name!r} is not a variant or zero-shot extension of the grid; choose from {known}")
+        raise ValueError(f"{arg}: {name!r} is not a variant or zero-shot extension of the grid; choose from {known}")
     return name
 
 
@@ -837,6 +838,45 @@ def largest_step(grid: Mapping, name: str, *, late: int = 1) -> dict:
     plural = "s" if abs(off) != 1 else ""
     out.update(bins_off=off, holds=off == 0,
                verdict="holds" if off == 0 else f"refuted: {abs(off)} bin{plural} {'early' if off < 0 else 'late'}")
+    return out
+
+
+def first_gap(grid: Mapping, name: str, other: str, *, gap: float = 0.1) -> dict:
+    """The first bin from position ``L`` on where ``name``'s loss by position exceeds ``other``'s by more than ``gap``.
+
+    Both curves are :func:`loss_by_position` (means over seeds, in windows of ``8L``).
+    Where :func:`largest_step` says where a variant's loss *jumps*, this says where it
+    starts to *pay* against another variant, in bits per character.
+
+    Returns:
+        ``{"name", "other", "gap", "bin", "into" ((first, last) position of the bin, or
+        None when the gap is never exceeded), "difference" (bits in that bin, or None),
+        "missing"}``.
+
+    Example:
+        >>> from posenc.book.realtext_report import _example_grid
+        >>> g = first_gap(_example_grid(), "rope", "alibi")
+        >>> g["into"], round(g["difference"], 1)
+        ((10, 11), 2.0)
+        >>> first_gap(_example_grid(), "alibi", "rope")["into"] is None
+        True
+    """
+    grid = _check_grid(grid)
+    name, other = _lbp_name(grid, name), _lbp_name(grid, other, "other")
+    gap = check_real("gap", gap, low=0.0)
+    a, b = loss_by_position(grid, name), loss_by_position(grid, other)
+    out = {"name": a["name"], "other": b["name"], "gap": gap, "bin": a["bin"], "into": None, "difference": None,
+           "missing": a["missing"] or b["missing"]}
+    if out["missing"] is None and (a["bin"], a["length"]) != (b["bin"], b["length"]):
+        out["missing"] = f"{name} and {other} have losses by position of different shapes"
+    if out["missing"] is not None:
+        return out
+    width, L = a["bin"], _config(grid)["train_len"]
+    for i in range(L // width, len(a["bpc"])):
+        diff = float(a["bpc"][i] - b["bpc"][i])
+        if diff > gap:
+            out.update(into=(width * i, width * i + width - 1), difference=diff)
+            break
     return out
 
 

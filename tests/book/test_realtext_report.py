@@ -589,6 +589,12 @@ CASES = [
     ("largest_step name list", lambda: rr.largest_step(_G, ["rope"]), "name"),
     ("largest_step late -1", lambda: rr.largest_step(_G, "rope", late=-1), "late"),
     ("largest_step late float", lambda: rr.largest_step(_G, "rope", late=0.5), "late"),
+    ("first_gap grid", lambda: rr.first_gap(None, "rope", "alibi"), "grid"),
+    ("first_gap name unknown", lambda: rr.first_gap(_G, "zs:dynamic", "alibi"), "name"),
+    ("first_gap other unknown", lambda: rr.first_gap(_G, "rope", "ft:yarn"), "other"),
+    ("first_gap other int", lambda: rr.first_gap(_G, "rope", 3), "other"),
+    ("first_gap gap negative", lambda: rr.first_gap(_G, "rope", "alibi", gap=-0.1), "gap"),
+    ("first_gap gap str", lambda: rr.first_gap(_G, "rope", "alibi", gap="0.1"), "gap"),
     ("ReportRows markdown columns str", lambda: rr.bpc_table(_G).markdown("variant"), "columns"),
     ("ReportRows markdown columns unknown", lambda: rr.bpc_table(_G).markdown(["bpc"]), "columns"),
     ("ReportRows markdown digits -1", lambda: rr.bpc_table(_G).markdown(digits=-1), "digits"),
@@ -611,3 +617,14 @@ def test_every_public_callable_has_a_bad_input_case():
     probed = {c[0].split()[0] for c in CASES}
     public = {n for n in rr.__all__ if callable(getattr(rr, n)) and inspect.isfunction(getattr(rr, n))} | {"ReportRows"}
     assert public <= probed, sorted(public - probed)
+
+
+def test_first_gap_finds_the_first_bin_past_L_above_the_gap(grid):
+    g = rr.first_gap(grid, "rope", "alibi", gap=0.1)
+    a, b = rr.loss_by_position(grid, "rope")["bpc"], rr.loss_by_position(grid, "alibi")["bpc"]
+    i = g["into"][0] // g["bin"]
+    assert a[i] - b[i] == pytest.approx(g["difference"]) and g["difference"] > 0.1
+    L = grid["protocol"]["config"]["train_len"]
+    assert all(a[j] - b[j] <= 0.1 for j in range(L // g["bin"], i))
+    assert rr.first_gap(grid, "rope", "alibi", gap=100.0)["into"] is None
+

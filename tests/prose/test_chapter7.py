@@ -211,8 +211,10 @@ def test_prediction_2_rope_half_turn(grid):
     r4, a4 = _seed_rise(grid, "rope", 32).mean(), _seed_rise(grid, "alibi", 32).mean()
     assert r4 > a4 + 0.1 and r4 > 0.5
     # the loss follows ALiBi's well past L and departs a few positions before 31.4
-    apart = next(i for i in range(4, len(rope)) if rope[i] - runs["alibi"][i] > 0.1)
-    assert 16 <= 2 * apart < 32
+    apart = rr.first_gap(grid, "rope", "alibi", gap=0.1)
+    assert 16 <= apart["into"][0] < 31.4 and apart["difference"] > 0.1
+    i = apart["into"][0] // apart["bin"]   # and no earlier bin from L on is 0.1 above ALiBi
+    assert all(rope[j] - runs["alibi"][j] <= 0.1 for j in range(4, i))
 
 
 def test_prediction_4_t5_buckets(grid):
