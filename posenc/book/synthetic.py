@@ -878,9 +878,8 @@ def _extra_rows(more_seeds: Sequence[Mapping] | None, groups: Mapping[tuple, Seq
     """``more_seeds`` by group, checked against ``groups`` (phase A's rows by group): ``None`` when not given."""
     if more_seeds is None:
         return None
-    if isinstance(more_seeds, (list, tuple)) and not more_seeds:
-        return {}
-    extra_rows = check_rows("more_seeds", more_seeds, ("task", "scheme", "variant", "seed", "lr", "checkpoint"))
+    extra_rows = check_rows("more_seeds", more_seeds, ("task", "scheme", "variant", "seed", "lr", "checkpoint"),
+                            nonempty=False)
     extra: dict[tuple, list[Mapping]] = {}
     for r in extra_rows:
         extra.setdefault((r["task"], r["scheme"], r["variant"]), []).append(r)
@@ -1849,7 +1848,8 @@ def format_phase_c_changes(changes: Sequence[Mapping], *, compact: bool = False)
     """
     from .tables import markdown_table
 
-    rows = check_rows("changes", changes, ("task", "scheme", "variant", "changed", "fit_before", "fit_after"))
+    rows = check_rows("changes", changes, ("task", "scheme", "variant", "changed", "fit_before", "fit_after"),
+                      nonempty=False)
     if not isinstance(compact, bool):
         raise TypeError(f"compact must be a bool, got {type(compact).__name__}")
     arrow = "\u00a0→\u00a0" if compact else " → "
