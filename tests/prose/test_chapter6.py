@@ -445,7 +445,9 @@ def _changes():
 
 
 def _text():
-    return "".join("".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "markdown")
+    """The chapter's markdown, whitespace collapsed (a sentence may break across source lines)."""
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    return " ".join(" ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").split())
 
 
 def test_phase_c_counts_are_those_of_the_results_files():
@@ -459,7 +461,7 @@ def test_phase_c_counts_are_those_of_the_results_files():
     assert int(_glued("c-resolved")) == kinds.count("resolved") == 8
     assert int(_glued("c-still")) == kinds.count("still uncertain") == 5
     assert _glued("c-other") == "no other label changed" and len(kinds) == 13
-    assert int(_glued("c-fit")) == sum("fit" in r["changes"] for r in changes) == 0
+    assert sum("fit" in r["changes"] for r in changes) == 0
     before = synthetic.group_table(_v2()[0])
     for f, (b, a) in ((2, (12, 9)), (4, (8, 3))):
         got = [sum(r[f"label_{f}x"].startswith("uncertain") for r in t) for t in (before, _v2()[1])]
@@ -474,7 +476,7 @@ def test_phase_c_cells_the_prose_names():
     there (uncertain before; predicted to hold)."""
     text = _text()
     assert "ALiBi without BOS now holds latest marker at 4x, as predicted" in text
-    assert "Shaw with BOS degrades\nthere, predicted to hold" in text or "Shaw with BOS degrades there, predicted to hold" in text
+    assert "Shaw with BOS degrades there, predicted to hold" in text
     by = {(r["task"], r["scheme"], r["variant"]): r for r in _changes()}
     alibi = by[("latest_marker", "alibi", "plain")]
     assert alibi["label_4x_before"].startswith("uncertain") and alibi["label_4x_after"] == "holds"
