@@ -91,6 +91,7 @@ __all__ = [
     "fit_label",
     "format_ablation_table",
     "format_group_table",
+    "format_phase_c_changes",
     "grid_batch",
     "grid_coverage",
     "grid_verdicts",
@@ -104,6 +105,7 @@ __all__ = [
     "lr_band",
     "paired_scheme_differences",
     "permutation_p",
+    "phase_c_changes",
     "plot_scheme_curves",
     "plot_trajectories",
     "plot_verdict_heatmap",
@@ -803,7 +805,8 @@ def group_verdict(rows: Sequence[Mapping], floors: Mapping[str, float], *, facto
     return out
 
 
-def grid_verdicts(rows: Sequence[Mapping], *, checkpoint: str = "best", protocol: GridProtocol | None = None) -> dict:
+def grid_verdicts(rows: Sequence[Mapping], *, checkpoint: str = "best", protocol: GridProtocol | None = None,
+                  more_seeds: Sequence[Mapping] | None = None) -> dict:
     """Every group's verdict from a results file's rows: the heatmap's cells.
 
     For each ``(task, scheme, variant)``: the learning-rate band (:func:`lr_band`, chosen
@@ -815,9 +818,16 @@ def grid_verdicts(rows: Sequence[Mapping], *, checkpoint: str = "best", protocol
         rows: the rows of :func:`trial_rows` (trajectory, best and final).
         checkpoint: ``"best"`` (lowest held-out loss) or ``"final"``.
         protocol: for the floors (evaluation lengths, vocabulary); default ``GridProtocol()``.
+        more_seeds: rows of further trials of some of these groups (phase C's extra seeds):
+            the band is still chosen from ``rows`` alone, and each group's rows of the
+            checkpoint in ``more_seeds`` join its pooled verdict (and its trajectories the
+            unstable count); the verdict at the chosen rate stays that of ``rows``. A group
+            of ``more_seeds`` absent from ``rows``, or a trial (seed, rate) in both, is a
+            ``ValueError``.
 
     Returns:
-        ``{(task, scheme, variant): {"band", "pooled", "chosen", "unstable", "trials"}}``.
+        ``{(task, scheme, variant): {"band", "pooled", "chosen", "unstable", "trials"}}``;
+        with ``more_seeds``, each entry adds ``"added"``, the trials ``more_seeds`` gave it.
 
     Example:
         >>> rows = [{"task": "offset_copy", "scheme": "rope", "variant": "plain", "seed": s, "lr": 1e-3,
@@ -835,6 +845,7 @@ def grid_verdicts(rows: Sequence[Mapping], *, checkpoint: str = "best", protocol
     groups: dict[tuple, list[Mapping]] = {}
     for r in rows:
         groups.setdefault((r["task"], r["scheme"], r["variant"]), []).append(r)
+    extra = _extra_rows(more_seeds, groups, checkpoint)
     out = {}
     for (task, scheme, variant), members in groups.items():
         if task not in floors:
@@ -844,18 +855,42 @@ def grid_verdicts(rows: Sequence[Mapping], *, checkpoint: str = "best", protocol
             continue
         band = lr_band(kept)
         pool = set(band["fitting"]) or {r["lr"] for r in kept}
+        added = (extra or {}).get((task, scheme, variant), [])
         trajectories: dict[tuple, list[Mapping]] = {}
-        for r in sorted(members, key=lambda r: r["steps"]):
+        for r in sorted(list(members) + added, key=lambda r: r["steps"]):
             if r["checkpoint"] == "trajectory":
                 trajectories.setdefault((r["seed"], r["lr"]), []).append(r)
+        added = [r for r in added if r["checkpoint"] == checkpoint]
         out[(task, scheme, variant)] = {
             "band": band,
-            "pooled": group_verdict([r for r in kept if r["lr"] in pool], floors[task], factors=factors),
+            "pooled": group_verdict([r for r in kept if r["lr"] in pool] + added, floors[task], factors=factors),
             "chosen": group_verdict([r for r in kept if r["lr"] == band["chosen"]], floors[task], factors=factors),
             "unstable": sum(unstable(t) for t in trajectories.values()),
-            "trials": len(kept),
+            "trials": len(kept) + len(added),
         }
+        if extra is not None:
+            out[(task, scheme, variant)]["added"] = len(added)
     return out
+
+
+def _extra_rows(more_seeds: Sequence[Mapping] | None, groups: Mapping[tuple, Sequence[Mapping]],
+                checkpoint: str) -> dict[tuple, list[Mapping]] | None:
+    """``more_seeds`` by group, checked against ``groups`` (phase A's rows by group): ``None`` when not given."""
+    if more_seeds is None:
+        return None
+    extra_rows = check_rows("more_seeds", more_seeds, ("task", "scheme", "variant", "seed", "lr", "checkpoint"),
+                            nonempty=False)
+    extra: dict[tuple, list[Mapping]] = {}
+    for r in extra_rows:
+        extra.setdefault((r["task"], r["scheme"], r["variant"]), []).append(r)
+    for group, added in extra.items():
+        if group not in groups:
+            raise ValueError(f"more_seeds has rows of {' / '.join(group)}, a group not in rows")
+        have = {(r["seed"], r["lr"]) for r in groups[group] if r["checkpoint"] == checkpoint}
+        twice = sorted({(r["seed"], r["lr"]) for r in added if r["checkpoint"] == checkpoint} & have)
+        if twice:
+            raise ValueError(f"more_seeds repeats the trials (seed, lr) {twice} of {' / '.join(group)} already in rows")
+    return extra
 
 
 # --------------------------------------------------------------------------- predictions (written before the data)
@@ -1002,7 +1037,8 @@ def _median_horizon(rows: Sequence[Mapping], train_len: int, key: str = "pos_4x"
     return float(np.median(values)) if values else math.nan
 
 
-def group_table(results: object, *, checkpoint: str = "best", protocol: GridProtocol | None = None) -> list[dict]:
+def group_table(results: object, *, checkpoint: str = "best", protocol: GridProtocol | None = None,
+                more_seeds: object = None) -> list[dict]:
     """One row per planned group of phase A (plan order), its verdicts beside its prediction.
 
     Each row: ``task``, ``scheme``, ``variant``, ``status`` (``"done"`` or ``"missing"``);
@@ -1015,14 +1051,38 @@ def group_table(results: object, *, checkpoint: str = "best", protocol: GridProt
     that hold) and ``outcome_<f>x``
     (:func:`prediction_outcome`); ``predicted`` is :data:`PREDICTIONS`' entry.
 
+    ``more_seeds`` (a path or results dict of phase C, whose rows all have ``phase ==
+    "C"``; default ``None``: phase A alone) pools further seeds into the groups it holds:
+    each group's learning-rate band is still chosen from phase A's rows, and its verdicts
+    (``fit``, the labels, means, intervals, per-seed points, held counts, horizon and
+    outcomes) are those of phase A's rows at the fitting rates together with the group's
+    rows of ``more_seeds`` (:func:`grid_verdicts`). Every done row then also has
+    ``added_seeds`` (the trials ``more_seeds`` added, 0 for the other groups) and
+    ``added_lr`` (their rate, or ``None``).
+
     Example:
         >>> rows = group_table({"rows": []})
         >>> len(rows), rows[0]["status"], rows[0]["predicted"]["fit"]
         (98, 'missing', 'fails')
+        >>> a = [{"task": "offset_copy", "scheme": "rope", "variant": "plain", "seed": s, "lr": 3e-3, "steps": 2000,
+        ...       "checkpoint": "best", "acc_1x": 1.0, "heldout_loss": 0.1, "beyond_2x": 0.95, "beyond_4x": 0.5}
+        ...      for s in range(4)]
+        >>> c = [{**a[0], "seed": s, "phase": "C"} for s in range(4, 10)]
+        >>> row = table_row(group_table({"rows": a}, more_seeds={"rows": c}), "offset_copy", "rope", "plain")
+        >>> row["fit"], row["added_seeds"], row["added_lr"]
+        ('10/10', 6, 0.003)
     """
     protocol = GridProtocol() if protocol is None else protocol
     data = [r for r in _rows(results) if r.get("phase", "A") == "A"]
-    verdicts = grid_verdicts(data, checkpoint=checkpoint, protocol=protocol) if data else {}
+    extra = None
+    if more_seeds is not None:
+        extra = _results_arg("more_seeds", more_seeds, "alternatives_v2_C.json")["rows"]
+        phases = sorted({str(r.get("phase")) for r in extra} - {"C"})
+        if phases:
+            raise ValueError(f"more_seeds must hold phase C's rows (more seeds of phase A's groups), got phase {phases}")
+    verdicts = grid_verdicts(data, checkpoint=checkpoint, protocol=protocol, more_seeds=extra) if data else {}
+    if extra and not data:
+        raise ValueError("more_seeds adds seeds to phase A's groups, but results holds no row of phase A")
     kept: dict[tuple, list] = {}
     for r in data:
         if r.get("checkpoint") == checkpoint:
@@ -1037,9 +1097,14 @@ def group_table(results: object, *, checkpoint: str = "best", protocol: GridProt
         v = verdicts[group]
         fit = v["pooled"]["fit"]
         pool = set(v["band"]["fitting"]) or {r["lr"] for r in kept[group]}
+        added = [r for r in extra or () if (r["task"], r["scheme"], r["variant"]) == group
+                 and r.get("checkpoint") == checkpoint]
         row.update(status="done", fit=f"{fit['k']}/{fit['n']}", fit_label=fit["label"], fit_interval=fit["interval"],
                    lr=v["band"]["chosen"], band_4x=v["band"]["band"], unstable=v["unstable"],
-                   horizon=_median_horizon([r for r in kept[group] if r["lr"] in pool], protocol.train_len))
+                   horizon=_median_horizon([r for r in kept[group] if r["lr"] in pool] + added, protocol.train_len))
+        if extra is not None:
+            lrs = sorted({r["lr"] for r in added})
+            row.update(added_seeds=len(added), added_lr=(lrs[0] if len(lrs) == 1 else tuple(lrs)) if lrs else None)
         row["outcome_fit"] = "confirmed" if fit["label"] == row["predicted"]["fit"] else "refuted"
         for f in protocol.eval_factors[1:]:
             key = beyond_key(f)
@@ -1084,14 +1149,19 @@ def prediction_summary(table: Sequence[Mapping]) -> dict:
 
 
 def paired_scheme_differences(
-    results: object, task: str, variant: str, *, key: str = "beyond_4x", checkpoint: str = "best", lr: str = "chosen"
+    results: object, task: str, variant: str, *, key: str = "beyond_4x", checkpoint: str = "best", lr: str = "chosen",
+    more_seeds: object = None,
 ) -> dict:
     """Paired differences of ``key`` between every two schemes of one task and variant.
 
     Schemes share their training tokens and evaluation sequences seed by seed, so a
     pair is one seed (``lr="chosen"``: each scheme at its learning rate chosen on held-out
     loss) or one (seed, rate) (``lr="all"``). Each entry is
-    :func:`~posenc.book.results.paired_difference` of ``a - b``.
+    :func:`~posenc.book.results.paired_difference` of ``a - b``. Only phase A's rows of
+    ``results`` are read; ``more_seeds`` (phase C's results, as in :func:`group_table`)
+    adds its rows of these schemes (at the chosen rate only, with ``lr="chosen"``; the rate
+    is chosen on phase A's rows). Two schemes are paired only on the seeds (and rates) both
+    have, so phase C's seeds pair only where both schemes were given them at the same rate.
 
     Returns:
         ``{"pairs": {(a, b): {...}}, "missing": [schemes without rows]}``, the schemes in
@@ -1109,15 +1179,22 @@ def paired_scheme_differences(
     checkpoint = check_choice("checkpoint", checkpoint, ("best", "final"))
     rows = [r for r in _rows(results) if r.get("phase", "A") == "A" and r["task"] == task and r["variant"] == variant
             and r.get("checkpoint") == checkpoint]
+    extra = [] if more_seeds is None else [
+        r for r in _results_arg("more_seeds", more_seeds, "alternatives_v2_C.json")["rows"]
+        if r.get("phase") == "C" and r["task"] == task and r["variant"] == variant and r.get("checkpoint") == checkpoint]
     values: dict[str, dict] = {}
     for scheme in GRID_SCHEMES:
         mine = [r for r in rows if r["scheme"] == scheme]
         if not mine:
             continue
+        added = [r for r in extra if r["scheme"] == scheme]
         if lr == "chosen":
             chosen = lr_band(mine)["chosen"]
-            mine = [r for r in mine if r["lr"] == chosen]
-        values[scheme] = {(r["seed"], r["lr"] if lr == "all" else None): r.get(key) for r in mine}
+            mine, added = [r for r in mine if r["lr"] == chosen], [r for r in added if r["lr"] == chosen]
+        twice = {(r["seed"], r["lr"]) for r in mine} & {(r["seed"], r["lr"]) for r in added}
+        if twice:
+            raise ValueError(f"more_seeds repeats the trials (seed, lr) {sorted(twice)} of {task} / {scheme} / {variant}")
+        values[scheme] = {(r["seed"], r["lr"] if lr == "all" else None): r.get(key) for r in mine + added}
     pairs = {}
     present = [s for s in GRID_SCHEMES if s in values]
     for i, a in enumerate(present):
@@ -1187,7 +1264,8 @@ def _extrapolates(r: Mapping, f: int) -> bool:
     return r["status"] == "done" and r[f"label_{f}x"] not in ("not fit", "cannot run") and not math.isnan(r[f"beyond_{f}x"])
 
 
-def best_schemes(results: object, table: Sequence[Mapping], task: str, variant: str, *, factor: int = 4) -> dict:
+def best_schemes(results: object, table: Sequence[Mapping], task: str, variant: str, *, factor: int = 4,
+                 more_seeds: object = None) -> dict:
     """Which scheme extrapolates a task best, and whether a paired test separates it.
 
     The candidates are the schemes of one task and variant that fit (their mean
@@ -1196,6 +1274,10 @@ def best_schemes(results: object, table: Sequence[Mapping], task: str, variant: 
     learning rate (:func:`paired_scheme_differences` with ``lr="all"``: the schemes see the
     same tokens there, and every rate counts, as in the robustness band): a candidate is
     *tied* with the leader when the 95 % t-interval of the paired difference contains 0.
+    The pairs are the (seed, rate) trials both schemes have: phase A's 4 seeds at each of
+    its 3 rates and, with ``more_seeds`` (phase C's results; pass the same as to
+    :func:`group_table`), the added seeds where both schemes have them at the same rate.
+    The order comes from ``table``, so a table pooled with phase C ranks on the pooled means.
 
     Returns:
         ``{"order", "claim", "tied"}``: ``order`` the candidates by mean, highest first;
@@ -1215,7 +1297,7 @@ def best_schemes(results: object, table: Sequence[Mapping], task: str, variant: 
     order = [r["scheme"] for r in sorted(cands, key=lambda r: -r[f"beyond_{f}x"])]
     if len(order) < 2:
         return {"order": order, "claim": "only" if order else "none", "tied": list(order)}
-    pairs = paired_scheme_differences(results, task, variant, key=beyond_key(f), lr="all")["pairs"]
+    pairs = paired_scheme_differences(results, task, variant, key=beyond_key(f), lr="all", more_seeds=more_seeds)["pairs"]
     top, tied = order[0], [order[0]]
     for other in order[1:]:
         d = pairs.get((top, other)) or pairs.get((other, top))
@@ -1233,7 +1315,8 @@ def verdict_heat_table(table: Sequence[Mapping], *, factor: int = 4, bests: Mapp
     with its 95 % bootstrap interval; the fit label with ``k/n`` (``"fits 12/12"``,
     ``"split 7/8"``, ``"fails 0/12"``: the seeds that fit) and ``hold j/k`` (of those, the
     seeds whose own retention is at least :data:`HOLD`); the extrapolation
-    label (with ``"uncertain"``); ``best`` or ``tied best`` from ``bests`` (the
+    label (with ``"uncertain"``, and a dagger ``†`` where the row has ``added_seeds``: a
+    group pooled with phase C's seeds, :func:`group_table`); ``best`` or ``tied best`` from ``bests`` (the
     :func:`best_schemes` of each ``(task, variant)``; nothing where a scheme is the only
     one that fits, since there is nothing to test it against). A group that fits nowhere reads
     ``not fit``; a group not in the results file ``—``. The shading is the accuracy
@@ -1263,7 +1346,7 @@ def verdict_heat_table(table: Sequence[Mapping], *, factor: int = 4, bests: Mapp
                     vrow.append(None)
                     trow.append("—")
                     continue
-                fit = f"{r['fit_label']} {r['fit']}"
+                fit = f"{r['fit_label']} {r['fit']}" + (" †" if r.get("added_seeds") else "")
                 if not _extrapolates(r, f):
                     vrow.append(None)
                     trow.append(f"{r[f'label_{f}x']}\n{fit}")
@@ -1355,8 +1438,11 @@ def refuted_brief(table: Sequence[Mapping], scheme: str) -> str:
     return "; ".join(out) if out else "none"
 
 
-def plot_scheme_curves(ax, results: object, task: str, variant: str, *, train_len: int = 16) -> dict:
+def plot_scheme_curves(ax, results: object, task: str, variant: str, *, train_len: int = 16,
+                       more_seeds: object = None) -> dict:
     """Every scheme's mean accuracy by position at 4x (best checkpoint, seeds that fit), the task's floor dotted.
+
+    ``more_seeds`` (phase C's results) adds each group's extra seeds, as :func:`group_curves`.
 
     Returns ``{"drawn": [schemes], "missing": [schemes not in the file], "not_fit": [schemes]}``;
     a panel with nothing to draw says so on its axes.
@@ -1366,7 +1452,7 @@ def plot_scheme_curves(ax, results: object, task: str, variant: str, *, train_le
     variant = check_choice("variant", variant, VARIANTS)
     out: dict = {"drawn": [], "missing": [], "not_fit": []}
     for k, scheme in enumerate(GRID_SCHEMES):
-        got = group_curves(results, task, scheme, variant)
+        got = group_curves(results, task, scheme, variant, more_seeds=more_seeds)
         if got["missing"]:
             out["missing" if "not in the results" in got["missing"] else "not_fit"].append(scheme)
             continue
@@ -1497,8 +1583,11 @@ def bos_feature_gap(positions: Sequence[int], offset: int = 1) -> np.ndarray:
 
 
 def group_curves(results: object, task: str, scheme: str, variant: str, *, checkpoint: str = "best",
-                 key: str = "pos_4x", fitting: bool = True) -> dict:
+                 key: str = "pos_4x", fitting: bool = True, more_seeds: object = None) -> dict:
     """The per-trial per-position curves of one group (at the rates that fit, of the seeds that fit).
+
+    ``more_seeds`` (phase C's results, as in :func:`group_table`) adds the group's extra
+    trials; the rates that fit are chosen on phase A's rows alone.
 
     Returns ``{"curves": array (trials, positions), "trials": [(seed, lr)], "missing": str | None}``;
     ``missing`` says why there is nothing (group not in the file, no seed fits).
@@ -1515,11 +1604,17 @@ def group_curves(results: object, task: str, scheme: str, variant: str, *, check
     empty = {"curves": np.zeros((0, 0)), "trials": []}
     if not rows:
         return {**empty, "missing": f"{task} / {scheme} / {variant} is not in the results file yet"}
+    added = [] if more_seeds is None else [
+        r for r in _results_arg("more_seeds", more_seeds, "alternatives_v2_C.json")["rows"]
+        if r.get("phase") == "C" and (r["task"], r["scheme"], r["variant"]) == (task, scheme, variant)
+        and r.get("checkpoint") == checkpoint]
     if fitting:
         pool = set(lr_band(rows)["fitting"])
         rows = [r for r in rows if r["lr"] in pool and (r["acc_1x"] or 0) >= FIT]
-        if not rows:
+        added = [r for r in added if (r["acc_1x"] or 0) >= FIT]
+        if not rows + added:
             return {**empty, "missing": f"{task} / {scheme} / {variant}: no seed fits"}
+    rows = rows + added
     table = np.array([[np.nan if a is None else a for a in r[key]] for r in rows], dtype=float)
     return {"curves": table, "trials": [(r["seed"], r["lr"]) for r in rows], "missing": None}
 
@@ -1661,6 +1756,123 @@ def needs_more_seeds(verdict: Mapping) -> bool:
     pooled = verdict["pooled"]
     return pooled["fit"]["label"] == "split" or any(
         v.get("uncertain", False) for k, v in pooled.items() if k.startswith("beyond_"))
+
+
+_CHANGE_FIELDS = ("fit", "fit_label", "fit_interval", "label_2x", "beyond_2x", "beyond_2x_interval", "held_2x",
+                  "seeds_2x", "label_4x", "beyond_4x", "beyond_4x_interval", "held_4x", "seeds_4x", "horizon")
+
+
+def phase_c_changes(grid_a: object = None, grid_c: object = None, *, checkpoint: str = "best") -> list[dict]:
+    """What phase C's extra seeds change: one row per group phase C added seeds to, in plan order.
+
+    ``grid_a`` and ``grid_c`` are the results of phases A and C (a path, a results dict, or
+    ``None`` for the shipped ``alternatives_v2.json`` and ``alternatives_v2_C.json``).
+    *Before* is the group's row of :func:`group_table` on phase A alone, *after* the same
+    with ``more_seeds=grid_c`` (phase A's rows at the fitting rates pooled with phase C's).
+
+    Returns:
+        A list of dicts with ``task``, ``scheme``, ``variant``, ``lr`` (the rate of the
+        added seeds), ``added_seeds``; for each of ``fit`` (``"k/n"``), ``fit_label``,
+        ``fit_interval``, ``label_<f>x``, ``beyond_<f>x``, ``beyond_<f>x_interval``,
+        ``held_<f>x``, ``seeds_<f>x`` (``f`` = 2, 4) and ``horizon``, the value before and
+        after as ``<name>_before`` and ``<name>_after``; ``changes`` (which of ``"fit"``,
+        ``"2x"`` and ``"4x"`` changed its label, the label's text compared whole, so
+        ``"uncertain (degrades)"`` to ``"uncertain (holds)"`` is a change), ``kinds`` (for
+        each of them ``"resolved"``: uncertain before, not after; ``"became uncertain"``;
+        ``"still uncertain"``: uncertain on the other side; or ``"relabelled"``: one
+        decided label to another) and ``changed`` (any label changed).
+
+    Example:
+        >>> a = [{"task": "offset_copy", "scheme": "rope", "variant": "plain", "seed": s, "lr": 3e-3,
+        ...       "steps": 2000, "checkpoint": "best", "acc_1x": 1.0 if s else 0.5, "heldout_loss": 0.1,
+        ...       "beyond_2x": 0.95, "beyond_4x": 0.5} for s in range(4)]
+        >>> c = [{**a[1], "seed": s, "phase": "C"} for s in range(4, 10)]
+        >>> row = phase_c_changes({"rows": a}, {"rows": c})[0]
+        >>> row["fit_before"], row["fit_after"], row["fit_label_before"], row["changes"], row["kinds"], row["changed"]
+        ('3/4', '9/10', 'split', [], {}, False)
+        >>> phase_c_changes({"rows": a}, {"rows": []})
+        []
+    """
+    checkpoint = check_choice("checkpoint", checkpoint, ("best", "final"))
+    a = _results_arg("grid_a", grid_a, "alternatives_v2.json")
+    c = _results_arg("grid_c", grid_c, "alternatives_v2_C.json")
+    before = group_table(a, checkpoint=checkpoint)
+    after = group_table(a, checkpoint=checkpoint, more_seeds=c)
+    out = []
+    for b, p in zip(before, after):
+        if p["status"] != "done" or not p["added_seeds"]:
+            continue
+        row = {k: p[k] for k in ("task", "scheme", "variant")}
+        row.update(lr=p["added_lr"], added_seeds=p["added_seeds"])
+        for name in _CHANGE_FIELDS:
+            row[f"{name}_before"], row[f"{name}_after"] = b[name], p[name]
+        row["changes"] = [what for what, name in (("fit", "fit_label"), ("2x", "label_2x"), ("4x", "label_4x"))
+                          if b[name] != p[name]]
+        row["kinds"] = {what: _change_kind(row[f"{name}_before"], row[f"{name}_after"])
+                        for what, name in (("fit", "fit_label"), ("2x", "label_2x"), ("4x", "label_4x"))
+                        if what in row["changes"]}
+        row["changed"] = bool(row["changes"])
+        out.append(row)
+    return out
+
+
+def _change_kind(before: str, after: str) -> str:
+    was, now = before.startswith("uncertain"), after.startswith("uncertain")
+    return ("still uncertain" if now else "resolved") if was else "became uncertain" if now else "relabelled"
+
+
+def _verdict_text(label: str, mean: float, interval: tuple[float, float], *, short: bool) -> str:
+    if short or math.isnan(mean):
+        return label
+    return f"{label} {mean:.2f}{_interval_text(interval)}"
+
+
+def format_phase_c_changes(changes: Sequence[Mapping], *, compact: bool = False) -> str:
+    """A Markdown table of :func:`phase_c_changes`: each group's verdicts before → after the added seeds.
+
+    Columns: the group (scheme, task, variant); fit ``k/n`` and label; the 2x and 4x
+    labels with the mean over the seeds that fit and its 95 % bootstrap interval, before →
+    after; a label that changed is in bold. ``compact`` keeps the groups that changed a
+    label, and the labels alone (with the ``k/n`` of fit), for a narrow column.
+
+    Example:
+        >>> row = {"task": "far_retrieve", "scheme": "t5", "variant": "bos", "lr": 0.003, "changed": True,
+        ...        "fit_before": "12/12", "fit_after": "18/18", "fit_label_before": "fits", "fit_label_after": "fits",
+        ...        "label_2x_before": "holds", "label_2x_after": "holds", "beyond_2x_before": 0.95,
+        ...        "beyond_2x_after": 0.94, "beyond_2x_interval_before": (0.93, 0.97),
+        ...        "beyond_2x_interval_after": (0.93, 0.96), "label_4x_before": "uncertain (degrades)",
+        ...        "label_4x_after": "degrades", "beyond_4x_before": 0.5, "beyond_4x_after": 0.45,
+        ...        "beyond_4x_interval_before": (0.2, 0.8), "beyond_4x_interval_after": (0.35, 0.55)}
+        >>> print(format_phase_c_changes([row], compact=True).splitlines()[2].replace("\u00a0", " "))
+        | T5 + BOS, far retrieve | fits 12/12 → 18/18 | holds → holds | uncertain (degrades) → **degrades** |
+    """
+    from .tables import markdown_table
+
+    rows = check_rows("changes", changes, ("task", "scheme", "variant", "changed", "fit_before", "fit_after"),
+                      nonempty=False)
+    if not isinstance(compact, bool):
+        raise TypeError(f"compact must be a bool, got {type(compact).__name__}")
+    arrow = "\u00a0→\u00a0" if compact else " → "
+    body = []
+    for r in rows:
+        if compact and not r["changed"]:
+            continue
+        group = SCHEME_NAMES[r["scheme"]] + (" + BOS" if r["variant"] == "bos" else "") + ", " + r["task"].replace("_", " ")
+        fit_b, fit_a = r["fit_label_before"], r["fit_label_after"]
+        fit = (f"{fit_b} {r['fit_before']}{arrow}" + (f"{r['fit_after']}" if fit_a == fit_b else f"**{fit_a}** {r['fit_after']}"))
+        cells = [group, fit]
+        for f in (2, 4):
+            b, a = r[f"label_{f}x_before"], r[f"label_{f}x_after"]
+            before = _verdict_text(b, r[f"beyond_{f}x_before"], r[f"beyond_{f}x_interval_before"], short=compact)
+            after = _verdict_text(a, r[f"beyond_{f}x_after"], r[f"beyond_{f}x_interval_after"], short=compact)
+            if a != b:
+                after = after.replace(a, f"**{a}**", 1)
+            cells.append(f"{before}{arrow}{after}")
+        if not compact:
+            cells.insert(1, f"{r['lr']:g}")
+        body.append(cells)
+    header = ["group", "fit", "2x", "4x"] if compact else ["group", "rate", "fit", "beyond 2x", "beyond 4x"]
+    return markdown_table(header, body)
 
 
 def ablation_lr(band: Mapping) -> float:

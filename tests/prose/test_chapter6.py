@@ -298,8 +298,14 @@ def test_score_mods_give_the_bias_tensors_at_every_index():
 
 @functools.cache
 def _v2():
+    """Phase A's results and the chapter's table: phase C's extra seeds pooled in (``more_seeds``)."""
     data = synthetic.load_grid()
-    return data, synthetic.group_table(data)
+    return data, synthetic.group_table(data, more_seeds=_c())
+
+
+@functools.cache
+def _c():
+    return synthetic.load_grid(resources.resource_path("alternatives_v2_C.json"))
 
 
 def _curves(task, scheme, variant):
@@ -421,12 +427,72 @@ def test_best_claims_and_the_heat_table():
     for variant in VARIANTS:
         shaw = synthetic.table_row(table, "offset_copy", "shaw", variant)
         assert shaw["label_4x"] == "holds" and shaw["held_4x"] == len(shaw["seeds_4x"])
-        assert synthetic.best_schemes(data, table, "offset_copy", variant)["tied"] == ["shaw"]
-        assert synthetic.best_schemes(data, table, "long_offset_copy", variant)["tied"] == ["t5"]
+        assert synthetic.best_schemes(data, table, "offset_copy", variant, more_seeds=_c())["tied"] == ["shaw"]
+        assert synthetic.best_schemes(data, table, "long_offset_copy", variant, more_seeds=_c())["tied"] == ["t5"]
     floors = {t: 0.1 for t in tasks.ALL_TASKS}
     heat = synthetic.verdict_heat_table(table, factor=4, floors=floors)
     missing = sum(r["status"] != "done" for r in table)
     assert heat.html.count("<td") == len(table) and heat.markdown.count("| — ") == missing
+    assert heat.markdown.count("†") == sum(bool(r.get("added_seeds")) for r in table) == 30
+
+
+# ----------------------------------------------------------------------------- more seeds where a verdict was open (phase C)
+
+
+@functools.cache
+def _changes():
+    return synthetic.phase_c_changes(_v2()[0], _c())
+
+
+def _text():
+    """The chapter's markdown, whitespace collapsed (a sentence may break across source lines)."""
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    return " ".join(" ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").split())
+
+
+def test_phase_c_counts_are_those_of_the_results_files():
+    """The passage's counts: 30 groups got 6 seeds; 11 changed a label, 8 uncertain cells were decided (2x 12 to 9,
+    4x 8 to 3), 5 stay uncertain on the other side of a threshold, no other label and no fit label changed."""
+    changes = _changes()
+    kinds = [k for r in changes for k in r["kinds"].values()]
+    assert int(_glued("c-groups")) == len(changes) == 30
+    assert int(_glued("c-seeds")) == len(synthetic.PHASE_C_SEEDS) == 6
+    assert int(_glued("c-changed")) == sum(r["changed"] for r in changes) == 11
+    assert int(_glued("c-resolved")) == kinds.count("resolved") == 8
+    assert int(_glued("c-still")) == kinds.count("still uncertain") == 5
+    assert _glued("c-other") == "no other label changed" and len(kinds) == 13
+    assert sum("fit" in r["changes"] for r in changes) == 0
+    before = synthetic.group_table(_v2()[0])
+    for f, (b, a) in ((2, (12, 9)), (4, (8, 3))):
+        got = [sum(r[f"label_{f}x"].startswith("uncertain") for r in t) for t in (before, _v2()[1])]
+        assert got == [b, a] and _glued(f"c-unc{f}") == f"{b} to {a}"
+    s0, s1 = synthetic.prediction_summary(before), synthetic.prediction_summary(_v2()[1])
+    assert int(_glued("c-confirmed")) == s1["confirmed"] - s0["confirmed"] == 4
+    assert int(_glued("c-refuted")) == s1["refuted"] - s0["refuted"] == 4
+
+
+def test_phase_c_cells_the_prose_names():
+    """ALiBi without BOS holds latest marker at 4x (uncertain before; predicted to hold); Shaw with BOS degrades
+    there (uncertain before; predicted to hold)."""
+    text = _text()
+    assert "ALiBi without BOS now holds latest marker at 4x, as predicted" in text
+    assert "Shaw with BOS degrades there, predicted to hold" in text
+    by = {(r["task"], r["scheme"], r["variant"]): r for r in _changes()}
+    alibi = by[("latest_marker", "alibi", "plain")]
+    assert alibi["label_4x_before"].startswith("uncertain") and alibi["label_4x_after"] == "holds"
+    shaw = by[("latest_marker", "shaw", "bos")]
+    assert shaw["label_4x_before"].startswith("uncertain") and shaw["label_4x_after"] == "degrades"
+    table = _v2()[1]
+    assert synthetic.table_row(table, "latest_marker", "alibi", "plain")["outcome_4x"] == "confirmed"
+    assert synthetic.table_row(table, "latest_marker", "shaw", "bos")["outcome_4x"] == "refuted"
+
+
+def test_phase_c_followed_its_rule():
+    """Phase C's groups are exactly those ``needs_more_seeds`` picks on phase A, each at ``band_centre``."""
+    a = _v2()[0]
+    verdicts = synthetic.grid_verdicts([r for r in a["rows"] if r.get("phase", "A") == "A"])
+    picked = {g: synthetic.band_centre(v["band"]) for g, v in verdicts.items() if synthetic.needs_more_seeds(v)}
+    assert {(r["task"], r["scheme"], r["variant"]): r["lr"] for r in _changes()} == picked
 
 
 # ----------------------------------------------------------------------------- the ablations (issue 30, phase D)
