@@ -3637,3 +3637,157 @@ def phase_b_summary(table: Sequence[Mapping]) -> dict:
                              "groups_none": none, "groups_gaining": gaining, "verdict": v1},
             "prediction_2": {"groups": [name(r) for r in with_both], "changed": changed, "verdict": v2},
             "prediction_3": {"groups": newly, "verdict": v3}}
+
+
+def _short_label(label: str) -> str:
+    """``"uncertain (degrades)"`` → ``"degrades?"``, ``"not fit"`` → ``"–"``."""
+    if label.startswith("uncertain ("):
+        return label[len("uncertain ("):-1] + "?"
+    return "\u2013" if label in ("not fit", "cannot run") else label
+
+
+def _label_pair(pair: Sequence[Mapping] | None, f: int, *, compact: bool) -> str:
+    if pair is None:
+        return "\u2013"
+    if compact:
+        return " \u2192 ".join(_short_label(s[f"label_{f}x"]) for s in pair)
+    return " \u2192 ".join(s[f"label_{f}x"] + (f" {s[f'held_{f}x']}/{s[f'n_{f}x']}" if s[f"n_{f}x"] else "")
+                           for s in pair)
+
+
+def _horizon_pair(pair: Sequence[Mapping] | None) -> str:
+    if pair is None or all(math.isnan(s["horizon"]) for s in pair):
+        return "\u2013"
+    return " \u2192 ".join("\u2013" if math.isnan(s["horizon"]) else f"{s['horizon']:.0f}" for s in pair)
+
+
+def _phase_b_notes(r: Mapping, *, compact: bool) -> str:
+    notes = []
+    if r["p1"]["outcome"] is not None:
+        notes.append(("gains a fitting trial" if r["p1"]["outcome"] != "gains none" else "still none fits")
+                     if compact else f"1: {r['p1']['outcome']}")
+    if r["p2"] is not None and (r["p2"]["outcome"] == "changed" or not compact):
+        notes.append(f"label changes at {', '.join(r['p2']['changed'])}" if compact and r["p2"]["changed"]
+                     else f"2: {r['p2']['outcome']}" + (f" ({', '.join(r['p2']['changed'])})" if r["p2"]["changed"] else ""))
+    if r["p3"] is not None:
+        outcomes = ", ".join(f"{k[7:]} {v}" for k, v in r["p3"]["outcomes"].items())
+        notes.append(f"newly fits: {outcomes}" if compact else f"3: {outcomes}")
+    return "; ".join(notes)
+
+
+def format_phase_b_table(table: Sequence[Mapping], *, compact: bool = False) -> str:
+    """A Markdown table of :func:`phase_b_table`: each group's continued trials at 2,000 → 5,000 steps.
+
+    Columns: task; scheme and variant; the trials continued of the group's trials; fit
+    ``k/n`` with its Wilson interval at each moment; the 2x and 4x labels over all the
+    continued trials with the trials that hold of those that fit; how many fit at both
+    moments, and their 2x and 4x labels and median horizon on the 4x curve; the
+    predictions' outcomes for the group (``1``: none fit at 2,000 and one does, or not, at
+    5,000; ``2``: the labels of the trials that fit at both moments, unchanged or changed;
+    ``3``: a newly fitting group's labels against the prediction). ``compact`` keeps the
+    task (named once), the scheme, fit ``k/n``, the 2x and 4x labels of all the continued
+    trials in short (``"degrades?"`` for ``"uncertain (degrades)"``, ``–`` where none
+    fits), the median horizon and a note where a prediction is tested by a change: a
+    group that still fits none, gains a fitting trial, changes a decided label, or newly
+    fits. Pass a subset of the table's rows to show only those groups; a group not in the
+    results reads so.
+
+    Example:
+        >>> print(format_phase_b_table(phase_b_table(), compact=True).splitlines()[2])
+        | offset copy | NoPE | 0/12 → 0/12 | – → – | – → – | – | still none fits |
+    """
+    from .tables import markdown_table
+
+    rows = check_rows("table", table, ("task", "scheme", "variant", "status", "steps", "n", "of"))
+    if not isinstance(compact, bool):
+        raise TypeError(f"compact must be a bool, got {type(compact).__name__}")
+    body = []
+    last = None
+    for r in rows:
+        task = r["task"].replace("_", " ")
+        scheme = SCHEME_NAMES.get(r["scheme"], r["scheme"])
+        done = r["status"] == "done"
+        if compact:
+            body.append(["" if task == last else task, scheme + _SHORT_WHERE.get(r["variant"], f", {r['variant']}")]
+                        + ([" \u2192 ".join(s["fit"] for s in r["all"]), _label_pair(r["all"], 2, compact=True),
+                            _label_pair(r["all"], 4, compact=True), _horizon_pair(r["all"]),
+                            _phase_b_notes(r, compact=True)] if done else ["\u2013"] * 4 + [r["status"]]))
+            last = task
+            continue
+        head = [task, f"{scheme}, {_WHERE.get(r['variant'], r['variant'])}", f"{r['n']}/{r['of']}"]
+        if not done:
+            body.append(head + [r["status"]] + [""] * 7)
+            continue
+        body.append(head + [
+            " \u2192 ".join(s["fit"] + _interval_text(s["fit_interval"]) for s in r["all"]),
+            _label_pair(r["all"], 2, compact=False), _label_pair(r["all"], 4, compact=False), str(r["n_both"]),
+            _label_pair(r["both"], 2, compact=False), _label_pair(r["both"], 4, compact=False),
+            _horizon_pair(r["both"]), _phase_b_notes(r, compact=False)])
+    early, late = (f"{s:,}" for s in rows[0]["steps"]) if rows else ("2,000", "5,000")
+    if compact:
+        return markdown_table(["task", "scheme", f"fit {early} → {late}", "2x", "4x", "horizon", "note"], body)
+    header = ["task", "scheme", "continued", f"fit {early} → {late}", "2x, all", "4x, all", "fit at both",
+              "2x, both", "4x, both", "horizon, both", "predictions"]
+    return markdown_table(header, body)
+
+
+def plot_phase_b_group(axes, results_b: object, task: str, scheme: str, variant: str) -> dict:
+    """One phase-B group's trials to 5,000 steps: ``acc_1x`` (left) and ``beyond_4x`` (right) against training step.
+
+    One line per continued trial (coloured by learning rate) from its trajectory rows; a
+    vertical line at phase A's budget (2,000 steps), where the comparison's first moment
+    lies; the fit threshold :data:`FIT` (left) and the task's floor beyond 4x (right,
+    :func:`task_floors`) dotted. Returns ``{"trials": [(seed, lr)], "missing": str |
+    None, "titles"}`` (``missing`` says why nothing is drawn).
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, axes = plt.subplots(1, 2)
+        >>> plot_phase_b_group(axes, None, "fixed_retrieve", "t5", "plain")["trials"][:2]
+        [(0, 0.001), (1, 0.001)]
+        >>> plt.close(fig)
+    """
+    if not isinstance(axes, (Sequence, np.ndarray)) or len(axes) != 2:
+        raise TypeError(f"axes must be two matplotlib Axes (acc_1x, beyond_4x), got {axes!r}")
+    left, right = check_axes("axes[0]", axes[0]), check_axes("axes[1]", axes[1])
+    task = check_choice("task", task, ALL_TASKS)
+    scheme = check_choice("scheme", scheme, GRID_SCHEMES)
+    variant = check_choice("variant", variant, VARIANTS)
+    data = _results_arg("results_b", results_b, "alternatives_v2_B.json")
+    rows = [r for r in data["rows"] if isinstance(r, Mapping) and r.get("phase") == "B"
+            and r.get("checkpoint") == "trajectory" and (r.get("task"), r.get("scheme"), r.get("variant")) == (task, scheme, variant)]
+    check_rows("results_b rows", rows, ("seed", "lr", "steps", "acc_1x", "beyond_4x"), nonempty=False)
+    name = f"{task.replace('_', ' ')}, {SCHEME_NAMES[scheme]}, {_WHERE[variant]}"
+    if not rows:
+        msg = f"{name}: not in phase B's results"
+        for ax in (left, right):
+            _note(ax, msg)
+        return {"trials": [], "missing": msg, "titles": []}
+    trials: dict[tuple, list[Mapping]] = {}
+    for r in sorted(rows, key=lambda r: (r["lr"], r["seed"], r["steps"])):
+        trials.setdefault((r["seed"], r["lr"]), []).append(r)
+    lrs = sorted({lr for _, lr in trials})
+    colors = {lr: f"C{i}" for i, lr in enumerate(lrs)}
+    early = GridProtocol().steps
+    for ax, key in ((left, "acc_1x"), (right, "beyond_4x")):
+        for (seed, lr), t in trials.items():
+            ax.plot([r["steps"] for r in t], [math.nan if r[key] is None else r[key] for r in t], color=colors[lr],
+                    linewidth=0.9, alpha=0.8)
+        ax.axvline(early, color="gray", linewidth=0.8, linestyle="--")
+        ax.set_xlabel("training step")
+        ax.set_ylim(-0.02, 1.05)
+    left.axhline(FIT, color="black", linewidth=0.8, linestyle=":")
+    right.axhline(task_floors(task)["beyond_4x"], color="black", linewidth=0.8, linestyle=":")
+    left.set_ylabel("accuracy in distribution")
+    right.set_ylabel("accuracy beyond L at 4x")
+    for lr in lrs:
+        left.plot([], [], color=colors[lr], label=f"lr {lr:g}")
+    left.legend(fontsize=9, loc="lower right")
+    titles = [f"{name}: {len(trials)} trials in distribution (dotted: fit at {FIT:g})",
+              f"beyond L at 4x (dotted: the floor; dashed: step {early:,})"]
+    _title(left, titles[0])
+    _title(right, titles[1])
+    return {"trials": sorted(trials, key=lambda k: (k[1], k[0])), "missing": None, "titles": titles}
+
+
+__all__ += ["format_phase_b_table", "phase_b_summary", "phase_b_table", "phase_b_trials", "plot_phase_b_group"]
