@@ -3723,7 +3723,7 @@ def format_phase_b_table(table: Sequence[Mapping], *, compact: bool = False) -> 
             _label_pair(r["all"], 2, compact=False), _label_pair(r["all"], 4, compact=False), str(r["n_both"]),
             _label_pair(r["both"], 2, compact=False), _label_pair(r["both"], 4, compact=False),
             _horizon_pair(r["both"]), _phase_b_notes(r, compact=False)])
-    early, late = (f"{s:,}" for s in rows[0]["steps"]) if rows else ("2,000", "5,000")
+    early, late = (f"{s:,}" for s in rows[0]["steps"])
     if compact:
         return markdown_table(["task", "scheme", f"fit {early} → {late}", "2x", "4x", "horizon", "note"], body)
     header = ["task", "scheme", "continued", f"fit {early} → {late}", "2x, all", "4x, all", "fit at both",
