@@ -3456,8 +3456,8 @@ def phase_b_trials(results_b: object = None, results_a: object = None) -> list[d
         results_a: phase A's (``None``: the shipped ``alternatives_v2.json``).
 
     Returns:
-        One dict per trial of phase B, in phase A's group order, then by rate and seed:
-        ``task``, ``scheme``, ``variant``, ``seed``, ``lr``, ``replays_a``, ``best`` and
+        One dict per trial of phase B (in phase A's group order, then by rate and seed)
+        with ``task``, ``scheme``, ``variant``, ``seed``, ``lr``, ``replays_a``, ``best`` and
         ``final`` (each a pair of rows: up to phase A's budget, up to phase B's),
         ``best_step`` (the first step of lowest held-out loss up to 2,000 in phase B's own
         list), ``source`` (``"phase A"``, ``"phase B"`` or ``"phase B, scored steps
@@ -3487,7 +3487,7 @@ def _newly_fitting(group: tuple, late: Mapping, factors: tuple[int, ...]) -> dic
 def phase_b_table(results_b: object = None, results_a: object = None, *, checkpoint: str = "best") -> list[dict]:
     """One row per group of phase B: its continued trials at 2,000 and at 5,000 steps, and the three predictions.
 
-    The groups are those of :func:`phase_b_members` on phase A's rows (phase A's group
+    The groups are those of ``phase_b_members`` on phase A's rows (phase A's group
     order; a group phase B has not reached reads ``"not in the results yet"``). The two
     moments compare the same trials (:func:`phase_b_trials`): at each, the group's verdict
     is computed with phase A's rules (:func:`group_verdict` pooled over the continued
@@ -3516,7 +3516,7 @@ def phase_b_table(results_b: object = None, results_a: object = None, *, checkpo
             (the weights at step 2,000 and at step 5,000).
 
     Returns:
-        One dict per group: ``task``, ``scheme``, ``variant``, ``status`` (``"done"`` or
+        One dict per group, with ``task``, ``scheme``, ``variant``, ``status`` (``"done"`` or
         ``"not in the results yet"``), ``steps`` (the two moments), ``n`` (trials
         continued), ``of`` (the group's trials in phase A), ``predicted``
         (:data:`PREDICTIONS`' entry); a done group adds ``lrs``, ``replays_a`` and
