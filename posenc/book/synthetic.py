@@ -3518,8 +3518,9 @@ def phase_b_table(results_b: object = None, results_a: object = None, *, checkpo
     Returns:
         One dict per group, with ``task``, ``scheme``, ``variant``, ``status`` (``"done"`` or
         ``"not in the results yet"``), ``steps`` (the two moments), ``n`` (trials
-        continued), ``of`` (the group's trials in phase A), ``predicted``
-        (:data:`PREDICTIONS`' entry); a done group adds ``lrs``, ``replays_a`` and
+        continued), ``of`` (the group's trials in phase A), ``fit_a`` (:func:`fit_label`
+        over all of them in phase A, continued or not, at the same checkpoint; ``None``
+        without phase A's rows), ``predicted`` (:data:`PREDICTIONS`' entry); a done group adds ``lrs``, ``replays_a`` and
         ``agrees`` (trial counts, :func:`phase_b_trials`), ``all`` and ``both`` (a pair of
         summaries, one per moment; ``both`` is ``None`` where no trial fits at both),
         ``n_both``, ``gained`` and ``lost`` (trials that fit at 5,000 and not at 2,000,
@@ -3539,9 +3540,12 @@ def phase_b_table(results_b: object = None, results_a: object = None, *, checkpo
     trials = _phase_b_trials(rows_b, rows_a, protocol_a, protocol_b)
     factors = tuple(protocol_a.eval_factors[1:])
     finals_a: dict[tuple, list[Mapping]] = {}
+    kept_a: dict[tuple, list[Mapping]] = {}
     for r in rows_a:
         if r["checkpoint"] == "final":
             finals_a.setdefault((r["task"], r["scheme"], r["variant"]), []).append(r)
+        if r["checkpoint"] == checkpoint:
+            kept_a.setdefault((r["task"], r["scheme"], r["variant"]), []).append(r)
     planned = {g: len(phase_b_members(finals_a[g], g, loss_every=protocol_a.loss_every))
                for g in PHASE_A_GROUPS if g in finals_a}
     planned = {g: n for g, n in planned.items() if n}
@@ -3556,7 +3560,8 @@ def phase_b_table(results_b: object = None, results_a: object = None, *, checkpo
         mine = by_group.get(group, [])
         row: dict = {"task": task, "scheme": scheme, "variant": variant, "steps": steps,
                      "n": len(mine) or planned.get(group, 0), "of": len(finals_a.get(group, ())),
-                     "predicted": PREDICTIONS.get(group)}
+                     "predicted": PREDICTIONS.get(group),
+                     "fit_a": fit_label([r["acc_1x"] for r in kept_a[group]]) if group in kept_a else None}
         if not mine:
             out.append({**row, "status": "not in the results yet"})
             continue

@@ -143,6 +143,7 @@ def test_table_lists_planned_groups_in_phase_a_order(table):
     assert groups == [g for g in S.PHASE_A_GROUPS if g in (NONE, GAIN, GAIN_REFUTED, CHANGED, SAME)]
     assert all(r["status"] == "done" and r["n"] == 2 and r["of"] == 3 for r in table)
     assert all(r["steps"] == (2000, 5000) for r in table)
+    assert _row(table, NONE)["fit_a"]["k"] == 1 and _row(table, SAME)["fit_a"]["k"] == 3  # the flat trial fits
 
 
 def test_prediction_1_per_group(table):
