@@ -3521,7 +3521,8 @@ def phase_b_table(results_b: object = None, results_a: object = None, *, checkpo
         continued), ``of`` (the group's trials in phase A), ``fit_a`` (:func:`fit_label`
         over all of them in phase A, continued or not, at the same checkpoint; ``None``
         without phase A's rows), ``predicted`` (:data:`PREDICTIONS`' entry); a done group adds ``lrs``, ``replays_a`` and
-        ``agrees`` (trial counts, :func:`phase_b_trials`), ``all`` and ``both`` (a pair of
+        ``agrees`` (trial counts, :func:`phase_b_trials`), ``acc_1x_median`` and
+        ``acc_1x_max`` (over the continued trials, a pair), ``all`` and ``both`` (a pair of
         summaries, one per moment; ``both`` is ``None`` where no trial fits at both),
         ``n_both``, ``gained`` and ``lost`` (trials that fit at 5,000 and not at 2,000,
         and the reverse), ``p1`` (``{"fit": (k, k), "outcome"}``: ``"gains a fitting
@@ -3572,6 +3573,9 @@ def phase_b_table(results_b: object = None, results_a: object = None, *, checkpo
         summary_both = [_unit_summary([t[checkpoint][i] for t in both], floors, protocol_a.train_len, factors)
                         for i in (0, 1)] if both else None
         k = (summary[0]["fit_k"], summary[1]["fit_k"])
+        acc = [[t[checkpoint][i]["acc_1x"] for t in mine if t[checkpoint][i]["acc_1x"] is not None] for i in (0, 1)]
+        row.update(acc_1x_median=tuple(float(np.median(a)) if a else math.nan for a in acc),
+                   acc_1x_max=tuple(max(a) if a else math.nan for a in acc))
         row.update(status="done", lrs=sorted({t["lr"] for t in mine}), replays_a=sum(t["replays_a"] for t in mine),
                    agrees=sum(t["agrees"] for t in mine), all=tuple(summary),
                    both=None if summary_both is None else tuple(summary_both), n_both=len(both),
@@ -3669,7 +3673,8 @@ def _horizon_pair(pair: Sequence[Mapping] | None) -> str:
 def _phase_b_notes(r: Mapping, *, compact: bool) -> str:
     notes = []
     if r["p1"]["outcome"] is not None:
-        notes.append(("gains a fitting trial" if r["p1"]["outcome"] != "gains none" else "still none fits")
+        highest = f" (highest {r['acc_1x_max'][1]:.2f})"
+        notes.append(("gains a fitting trial" if r["p1"]["outcome"] != "gains none" else "still none fits" + highest)
                      if compact else f"1: {r['p1']['outcome']}")
     if r["p2"] is not None and (r["p2"]["outcome"] == "changed" or not compact):
         notes.append(f"label changes at {', '.join(r['p2']['changed'])}" if compact and r["p2"]["changed"]
@@ -3684,7 +3689,8 @@ def format_phase_b_table(table: Sequence[Mapping], *, compact: bool = False) -> 
     """A Markdown table of :func:`phase_b_table`: each group's continued trials at 2,000 → 5,000 steps.
 
     Columns: task; scheme and variant; the trials continued of the group's trials; fit
-    ``k/n`` with its Wilson interval at each moment; the 2x and 4x labels over all the
+    ``k/n`` with its Wilson interval at each moment; the median (and highest) accuracy in
+    distribution of the continued trials; the 2x and 4x labels over all the
     continued trials with the trials that hold of those that fit; how many fit at both
     moments, and their 2x and 4x labels and median horizon on the 4x curve; the
     predictions' outcomes for the group (``1``: none fit at 2,000 and one does, or not, at
@@ -3693,13 +3699,13 @@ def format_phase_b_table(table: Sequence[Mapping], *, compact: bool = False) -> 
     task (named once), the scheme, fit ``k/n``, the 2x and 4x labels of all the continued
     trials in short (``"degrades?"`` for ``"uncertain (degrades)"``, ``–`` where none
     fits), the median horizon and a note where a prediction is tested by a change: a
-    group that still fits none, gains a fitting trial, changes a decided label, or newly
-    fits. Pass a subset of the table's rows to show only those groups; a group not in the
+    group that still fits none (with its highest accuracy in distribution at 5,000),
+    gains a fitting trial, changes a decided label, or newly fits. Pass a subset of the table's rows to show only those groups; a group not in the
     results reads so.
 
     Example:
         >>> print(format_phase_b_table(phase_b_table(), compact=True).splitlines()[2])
-        | offset copy | NoPE | 0/12 → 0/12 | – → – | – → – | – | still none fits |
+        | offset copy | NoPE | 0/12 → 0/12 | – → – | – → – | – | still none fits (highest 0.67) |
     """
     from .tables import markdown_table
 
@@ -3721,17 +3727,19 @@ def format_phase_b_table(table: Sequence[Mapping], *, compact: bool = False) -> 
             continue
         head = [task, f"{scheme}, {_WHERE.get(r['variant'], r['variant'])}", f"{r['n']}/{r['of']}"]
         if not done:
-            body.append(head + [r["status"]] + [""] * 7)
+            body.append(head + [r["status"]] + [""] * 8)
             continue
         body.append(head + [
             " \u2192 ".join(s["fit"] + _interval_text(s["fit_interval"]) for s in r["all"]),
+            " \u2192 ".join(f"{m:.2f} ({x:.2f})" for m, x in zip(r["acc_1x_median"], r["acc_1x_max"])),
             _label_pair(r["all"], 2, compact=False), _label_pair(r["all"], 4, compact=False), str(r["n_both"]),
             _label_pair(r["both"], 2, compact=False), _label_pair(r["both"], 4, compact=False),
             _horizon_pair(r["both"]), _phase_b_notes(r, compact=False)])
     early, late = (f"{s:,}" for s in rows[0]["steps"])
     if compact:
         return markdown_table(["task", "scheme", f"fit {early} → {late}", "2x", "4x", "horizon", "note"], body)
-    header = ["task", "scheme", "continued", f"fit {early} → {late}", "2x, all", "4x, all", "fit at both",
+    header = ["task", "scheme", "continued", f"fit {early} → {late}", "acc 1x, median (max)", "2x, all", "4x, all",
+              "fit at both",
               "2x, both", "4x, both", "horizon, both", "predictions"]
     return markdown_table(header, body)
 

@@ -150,6 +150,7 @@ def test_prediction_1_per_group(table):
     none, gain = _row(table, NONE), _row(table, GAIN)
     assert none["p1"] == {"fit": (0, 0), "outcome": "gains none"}
     assert gain["p1"] == {"fit": (0, 2), "outcome": "gains a fitting trial"} and gain["gained"] == 2
+    assert gain["acc_1x_median"] == (0.5, 1.0) and gain["acc_1x_max"] == (0.5, 1.0)
     assert _row(table, SAME)["p1"]["outcome"] is None
     fit = gain["all"][1]
     assert fit["fit"] == "2/2" and fit["fit_interval"] == pytest.approx(S.wilson_interval(2, 2))
@@ -249,11 +250,12 @@ def test_format_full_and_compact(table):
     full = S.format_phase_b_table(table).splitlines()
     assert full[0].startswith("| task | scheme | continued | fit 2,000 → 5,000 |") and len(full) == 2 + len(table)
     line = [x for x in full if "fixed retrieve | T5, plain" in x][0]
-    assert "2/2 [0.34, 1.00] → 2/2 [0.34, 1.00]" in line and "holds 2/2 → degrades 0/2" in line
+    assert "2/2 [0.34, 1.00] → 2/2 [0.34, 1.00] | 1.00 (1.00) → 1.00 (1.00) |" in line
+    assert "holds 2/2 → degrades 0/2" in line
     assert "2: changed (4x)" in line
     compact = S.format_phase_b_table(table, compact=True).splitlines()
     assert compact[0] == "| task | scheme | fit 2,000 → 5,000 | 2x | 4x | horizon | note |"
-    assert "| offset copy | NoPE | 0/2 → 0/2 | – → – | – → – | – | still none fits |" in compact
+    assert "| offset copy | NoPE | 0/2 → 0/2 | – → – | – → – | – | still none fits (highest 0.50) |" in compact
     recall = [x for x in compact if "associative recall" in x or "| randomized |" in x]
     assert recall[0].startswith("| associative recall | NoPE |") and recall[1].startswith("|  | randomized |")
     assert "newly fits: 2x refuted, 4x refuted" in recall[1]
