@@ -3371,7 +3371,8 @@ def _phase_b_inputs(results_b: object, results_a: object) -> tuple[list[dict], l
     protocol_a = grid_protocol(a) if a.get("config") else GridProtocol()
     protocol_b = _phase_protocol(b) if b.get("config") else GridProtocol(steps=PHASE_B_STEPS)
     if protocol_b.steps <= protocol_a.steps:
-        raise ValueError(f"results_b must run past phase A's {protocol_a.steps} steps, its protocol says {protocol_b.steps}")
+        raise ValueError(f"results_b must run past phase A's {protocol_a.steps} steps, "
+                         f"its protocol says {protocol_b.steps}")
     return rows_b, rows_a, protocol_a, protocol_b
 
 
@@ -3393,7 +3394,8 @@ def _phase_b_trial(rows: Sequence[Mapping], a: Mapping, early: int, loss_every: 
     if isinstance(heldout, (str, bytes, Mapping)) or not isinstance(heldout, Sequence) or not heldout:
         raise ValueError(f"results_b: the final row of trial {where} has no 'heldout' list (one loss every "
                          f"{loss_every} steps)")
-    pairs = [(loss_every * (i + 1), v) for i, v in enumerate(heldout) if v is not None and loss_every * (i + 1) <= early]
+    pairs = [(loss_every * (i + 1), v) for i, v in enumerate(heldout)
+             if v is not None and loss_every * (i + 1) <= early]
     if not pairs:
         raise ValueError(f"results_b: trial {where} has no held-out loss up to step {early}")
     low = min(v for _, v in pairs)
@@ -3520,8 +3522,8 @@ def phase_b_table(results_b: object = None, results_a: object = None, *, checkpo
         ``"not in the results yet"``), ``steps`` (the two moments), ``n`` (trials
         continued), ``of`` (the group's trials in phase A), ``fit_a`` (:func:`fit_label`
         over all of them in phase A, continued or not, at the same checkpoint; ``None``
-        without phase A's rows), ``predicted`` (:data:`PREDICTIONS`' entry); a done group adds ``lrs``, ``replays_a`` and
-        ``agrees`` (trial counts, :func:`phase_b_trials`), ``acc_1x_median`` and
+        without phase A's rows), ``predicted`` (:data:`PREDICTIONS`' entry); a done
+        group adds ``lrs``, ``replays_a`` and ``agrees`` (trial counts, :func:`phase_b_trials`), ``acc_1x_median`` and
         ``acc_1x_max`` (over the continued trials, a pair), ``all`` and ``both`` (a pair of
         summaries, one per moment; ``both`` is ``None`` where no trial fits at both),
         ``n_both``, ``gained`` and ``lost`` (trials that fit at 5,000 and not at 2,000,
@@ -3569,7 +3571,8 @@ def phase_b_table(results_b: object = None, results_a: object = None, *, checkpo
         floors = task_floors(task, protocol_a)
         fits = [[(t[checkpoint][i]["acc_1x"] or 0.0) >= FIT for i in (0, 1)] for t in mine]
         both = [t for t, f in zip(mine, fits) if all(f)]
-        summary = [_unit_summary([t[checkpoint][i] for t in mine], floors, protocol_a.train_len, factors) for i in (0, 1)]
+        summary = [_unit_summary([t[checkpoint][i] for t in mine], floors, protocol_a.train_len, factors)
+                   for i in (0, 1)]
         summary_both = [_unit_summary([t[checkpoint][i] for t in both], floors, protocol_a.train_len, factors)
                         for i in (0, 1)] if both else None
         k = (summary[0]["fit_k"], summary[1]["fit_k"])
@@ -3594,7 +3597,7 @@ def phase_b_table(results_b: object = None, results_a: object = None, *, checkpo
 
 
 def phase_b_summary(table: Sequence[Mapping]) -> dict:
-    """The counts each of phase B's three predictions is judged on, and its verdict: ``holds``, ``refuted`` or ``untested``.
+    """The counts each of phase B's three predictions is judged on, and its verdict (holds, refuted or untested).
 
     The thresholds are those written before the verdicts were read (``experiments/README.md``):
 
@@ -3677,8 +3680,11 @@ def _phase_b_notes(r: Mapping, *, compact: bool) -> str:
         notes.append(("gains a fitting trial" if r["p1"]["outcome"] != "gains none" else "still none fits" + highest)
                      if compact else f"1: {r['p1']['outcome']}")
     if r["p2"] is not None and (r["p2"]["outcome"] == "changed" or not compact):
-        notes.append(f"label changes at {', '.join(r['p2']['changed'])}" if compact and r["p2"]["changed"]
-                     else f"2: {r['p2']['outcome']}" + (f" ({', '.join(r['p2']['changed'])})" if r["p2"]["changed"] else ""))
+        factors = ", ".join(r["p2"]["changed"])
+        if compact:
+            notes.append(f"label changes at {factors}")
+        else:
+            notes.append(f"2: {r['p2']['outcome']}" + (f" ({factors})" if factors else ""))
     if r["p3"] is not None:
         outcomes = ", ".join(f"{k[7:]} {v}" for k, v in r["p3"]["outcomes"].items())
         notes.append(f"newly fits: {outcomes}" if compact else f"3: {outcomes}")
@@ -3700,8 +3706,8 @@ def format_phase_b_table(table: Sequence[Mapping], *, compact: bool = False) -> 
     trials in short (``"degrades?"`` for ``"uncertain (degrades)"``, ``–`` where none
     fits), the median horizon and a note where a prediction is tested by a change: a
     group that still fits none (with its highest accuracy in distribution at 5,000),
-    gains a fitting trial, changes a decided label, or newly fits. Pass a subset of the table's rows to show only those groups; a group not in the
-    results reads so.
+    gains a fitting trial, changes a decided label, or newly fits. Pass a subset of the
+    table's rows to show only those groups; a group not in the results reads so.
 
     Example:
         >>> print(format_phase_b_table(phase_b_table(), compact=True).splitlines()[2])
@@ -3768,7 +3774,8 @@ def plot_phase_b_group(axes, results_b: object, task: str, scheme: str, variant:
     variant = check_choice("variant", variant, VARIANTS)
     data = _results_arg("results_b", results_b, "alternatives_v2_B.json")
     rows = [r for r in data["rows"] if isinstance(r, Mapping) and r.get("phase") == "B"
-            and r.get("checkpoint") == "trajectory" and (r.get("task"), r.get("scheme"), r.get("variant")) == (task, scheme, variant)]
+            and r.get("checkpoint") == "trajectory"
+            and (r.get("task"), r.get("scheme"), r.get("variant")) == (task, scheme, variant)]
     check_rows("results_b rows", rows, ("seed", "lr", "steps", "acc_1x", "beyond_4x"), nonempty=False)
     name = f"{task.replace('_', ' ')}, {SCHEME_NAMES[scheme]}, {_WHERE[variant]}"
     if not rows:

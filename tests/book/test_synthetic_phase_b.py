@@ -259,6 +259,7 @@ def test_format_full_and_compact(table):
     recall = [x for x in compact if "associative recall" in x or "| randomized |" in x]
     assert recall[0].startswith("| associative recall | NoPE |") and recall[1].startswith("|  | randomized |")
     assert "newly fits: 2x refuted, 4x refuted" in recall[1]
+    assert [x for x in compact if "| T5 |" in x][0].endswith("| holds → degrades | 64 → 16 | label changes at 4x |")
 
 
 def test_plot_draws_a_line_per_trial(fake):
