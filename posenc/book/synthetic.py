@@ -3546,3 +3546,480 @@ def plot_extension_check(axes, check: Mapping, *, methods: Sequence[str] = ("non
 
 
 __all__ += ["EXTENSION_SETTINGS", "plot_extension_check", "refuted_brief", "rope_extension_check"]
+
+
+# --------------------------------------------------------------------------- phase B read: the same trials at 2,000 and 5,000 steps
+
+def _trial_key(r: Mapping) -> tuple:
+    return r["task"], r["scheme"], r["variant"], r["seed"], r["lr"]
+
+
+_PHASE_B_FIELDS = ("task", "scheme", "variant", "seed", "lr", "checkpoint", "steps", "acc_1x", "heldout_loss")
+
+
+def _phase_protocol(results: Mapping) -> GridProtocol:
+    """:func:`grid_protocol` of a later phase's file, whose config also states its rule."""
+    import dataclasses
+
+    config = results["config"]
+    if not isinstance(config, Mapping):
+        raise TypeError(f"results['config'] must be a dict of GridProtocol settings, got {type(config).__name__}")
+    names = {f.name for f in dataclasses.fields(GridProtocol)}
+    return grid_protocol({"rows": [], "config": {k: v for k, v in config.items() if k in names}})
+
+
+def _phase_b_inputs(results_b: object, results_a: object) -> tuple[list[dict], list[dict], GridProtocol, GridProtocol]:
+    """Phase B's and phase A's rows, checked, and the two protocols (phase A's budget is the early moment)."""
+    b = _results_arg("results_b", results_b, "alternatives_v2_B.json")
+    a = _results_arg("results_a", results_a, "alternatives_v2.json")
+    rows_b = [r for r in b["rows"] if isinstance(r, Mapping) and r.get("phase") == "B"]
+    if b["rows"] and not rows_b:
+        raise ValueError("results_b holds no phase-B row (rows with phase 'B'): pass phase B's file")
+    rows_a = [r for r in a["rows"] if isinstance(r, Mapping) and r.get("phase", "A") == "A"]
+    if a["rows"] and not rows_a:
+        raise ValueError("results_a holds no phase-A row: pass phase A's file (alternatives_v2.json)")
+    check_rows("results_b rows", rows_b, _PHASE_B_FIELDS, nonempty=False)
+    check_rows("results_a rows", rows_a, _PHASE_B_FIELDS, nonempty=False)
+    protocol_a = grid_protocol(a) if a.get("config") else GridProtocol()
+    protocol_b = _phase_protocol(b) if b.get("config") else GridProtocol(steps=PHASE_B_STEPS)
+    if protocol_b.steps <= protocol_a.steps:
+        raise ValueError(f"results_b must run past phase A's {protocol_a.steps} steps, "
+                         f"its protocol says {protocol_b.steps}")
+    return rows_b, rows_a, protocol_a, protocol_b
+
+
+def _same_scores(x: Mapping, y: Mapping) -> bool:
+    keys = [k for k in x if k == "heldout_loss" or k == "acc_1x" or k.startswith("beyond_")]
+    return all(x.get(k) == y.get(k) for k in keys if k in y)
+
+
+def _phase_b_trial(rows: Sequence[Mapping], a: Mapping, early: int, loss_every: int) -> dict:
+    """One trial of phase B: its best and final checkpoints at phase A's budget and at its own."""
+    where = "/".join(map(str, _trial_key(rows[0])))
+    kinds: dict[str, list[Mapping]] = {}
+    for r in rows:
+        kinds.setdefault(r["checkpoint"], []).append(r)
+    if len(kinds.get("final", ())) != 1 or len(kinds.get("best", ())) != 1:
+        raise ValueError(f"results_b: trial {where} must have one 'best' and one 'final' row")
+    final, best = kinds["final"][0], kinds["best"][0]
+    heldout = final.get("heldout")
+    if isinstance(heldout, (str, bytes, Mapping)) or not isinstance(heldout, Sequence) or not heldout:
+        raise ValueError(f"results_b: the final row of trial {where} has no 'heldout' list (one loss every "
+                         f"{loss_every} steps)")
+    pairs = [(loss_every * (i + 1), v) for i, v in enumerate(heldout)
+             if v is not None and loss_every * (i + 1) <= early]
+    if not pairs:
+        raise ValueError(f"results_b: trial {where} has no held-out loss up to step {early}")
+    low = min(v for _, v in pairs)
+    argmins = [s for s, v in pairs if v == low]  # rounded losses may tie; phase A took the first of the exact ones
+    scored = sorted([r for r in rows if r["checkpoint"] in ("trajectory", "best") and r["steps"] <= early],
+                    key=lambda r: r["steps"])
+    at_early = [r for r in kinds.get("trajectory", ()) if r["steps"] == early]
+    replays = bool(final.get("replays_a", False))
+    if replays and "best" in a and "final" in a:
+        best_early, final_early, source = a["best"], a["final"], "phase A"
+        agrees = best_early["steps"] in argmins and best_early["heldout_loss"] == low
+        agrees &= all(_same_scores(r, best_early) for r in scored if r["steps"] == best_early["steps"])
+        agrees &= all(_same_scores(r, final_early) for r in at_early)
+    else:
+        if not at_early:
+            raise ValueError(f"results_b: trial {where} has no trajectory row at step {early}")
+        exact = [r for r in scored if r["steps"] in argmins]
+        best_early = exact[0] if exact else min(scored, key=lambda r: r["heldout_loss"])
+        final_early, source, agrees = at_early[0], "phase B" if exact else "phase B, scored steps only", bool(exact)
+    return {"task": final["task"], "scheme": final["scheme"], "variant": final["variant"], "seed": final["seed"],
+            "lr": final["lr"], "replays_a": replays, "best_step": argmins[0], "source": source, "agrees": bool(agrees),
+            "best": (best_early, best), "final": (final_early, final)}
+
+
+def _phase_b_trials(rows_b: Sequence[Mapping], rows_a: Sequence[Mapping], protocol_a: GridProtocol,
+                    protocol_b: GridProtocol) -> list[dict]:
+    by_a: dict[tuple, dict] = {}
+    for r in rows_a:
+        if r["checkpoint"] in ("best", "final"):
+            by_a.setdefault(_trial_key(r), {})[r["checkpoint"]] = r
+    by_b: dict[tuple, list[Mapping]] = {}
+    for r in rows_b:
+        by_b.setdefault(_trial_key(r), []).append(r)
+    order = {g: i for i, g in enumerate(PHASE_A_GROUPS)}
+    keys = sorted(by_b, key=lambda k: (order.get(k[:3], len(order)), k[:3], k[4], k[3]))
+    return [_phase_b_trial(by_b[k], by_a.get(k, {}), protocol_a.steps, protocol_b.loss_every) for k in keys]
+
+
+def phase_b_trials(results_b: object = None, results_a: object = None) -> list[dict]:
+    """Every trial of phase B at two moments: the best and final checkpoints up to phase A's budget and up to its own.
+
+    Phase B replays each trial from step 0 (phase A saved no weights), so its first 2,000
+    steps are phase A's trial again; its rows say whether the replay reproduced phase A's
+    scores at step 2,000 (``replays_a``). The best checkpoint up to step 2,000 is chosen as
+    phase A chose its own: the lowest held-out loss of the evaluations every ``loss_every``
+    (50) steps, from the final row's ``heldout`` list. Phase B scored its weights only every
+    ``score_every`` (250) steps (its trajectory rows), so where the replay holds the scores
+    of that checkpoint are phase A's best row (and the final one at 2,000 phase A's final
+    row); ``agrees`` then says that phase B's own rows agree with them: the lowest held-out
+    loss of phase B's list up to 2,000 equals phase A's best, at phase A's best step
+    (rounded losses may tie), and phase B's trajectory rows at that step and at 2,000 have
+    phase A's scores. Without the replay the scores are phase B's scored row at a lowest
+    step, or, where the lowest loss falls between scored steps, its scored row of lowest
+    held-out loss up to 2,000 (``source`` says which; ``agrees`` is then false). The best
+    up to 5,000 and the final at 5,000 are phase B's own best and final rows.
+
+    Args:
+        results_b: phase B's results (path, dict or ``None``: the shipped
+            ``alternatives_v2_B.json``), partial or whole.
+        results_a: phase A's (``None``: the shipped ``alternatives_v2.json``).
+
+    Returns:
+        One dict per trial of phase B (in phase A's group order, then by rate and seed)
+        with ``task``, ``scheme``, ``variant``, ``seed``, ``lr``, ``replays_a``, ``best`` and
+        ``final`` (each a pair of rows: up to phase A's budget, up to phase B's),
+        ``best_step`` (the first step of lowest held-out loss up to 2,000 in phase B's own
+        list), ``source`` (``"phase A"``, ``"phase B"`` or ``"phase B, scored steps
+        only"``) and ``agrees``.
+
+    Example:
+        >>> t = phase_b_trials()
+        >>> [r["steps"] for r in t[0]["final"]], all(x["agrees"] for x in t if x["replays_a"])
+        ([2000, 5000], True)
+    """
+    return _phase_b_trials(*_phase_b_inputs(results_b, results_a))
+
+
+def _decided(label: str) -> bool:
+    return not label.startswith("uncertain") and label not in ("not fit", "cannot run")
+
+
+def _newly_fitting(group: tuple, late: Mapping, factors: tuple[int, ...]) -> dict:
+    """Prediction 3 for a group that fits no continued trial at 2,000 and some at 5,000."""
+    predicted = PREDICTIONS.get(group, {})
+    outcomes = {beyond_key(f): prediction_outcome(predicted.get(beyond_key(f)), late[f"label_{f}x"]) for f in factors}
+    found = set(outcomes.values())
+    overall = "refuted" if "refuted" in found else "open" if "open" in found else "confirmed"
+    return {"predicted": {k: predicted.get(k) for k in outcomes}, "outcomes": outcomes, "outcome": overall}
+
+
+def phase_b_table(results_b: object = None, results_a: object = None, *, checkpoint: str = "best") -> list[dict]:
+    """One row per group of phase B: its continued trials at 2,000 and at 5,000 steps, and the three predictions.
+
+    The groups are those of ``phase_b_members`` on phase A's rows (phase A's group
+    order; a group phase B has not reached reads ``"not in the results yet"``). The two
+    moments compare the same trials (:func:`phase_b_trials`): at each, the group's verdict
+    is computed with phase A's rules (:func:`group_verdict` pooled over the continued
+    trials' rates, floors from :func:`task_floors`) and summarised as phase D's ablations
+    are: fit ``k/n`` with its Wilson interval (:func:`wilson_interval`), per factor ``f``
+    the label, the mean beyond-length accuracy, ``held_<f>x`` of the ``n_<f>x`` fitting
+    trials that keep at least :data:`HOLD` (Wilson interval) and the horizons on the 4x
+    curve (the best rows carry it; trajectory rows, the final checkpoint at 2,000 without
+    a replay, do not). This is done twice: over all the continued trials (``all``) and
+    over those that fit at both moments (``both``).
+
+    The predictions (``experiments/README.md``, "Phase B's predictions"), judged per
+    group: ``p1`` (fit: how many trials fit at each moment, and for a group none of whose
+    continued trials fits at 2,000 whether one fits at 5,000), ``p2`` (for the trials that
+    fit at both moments, the factors whose label is decided at both moments and differs;
+    a label reading ``"uncertain (...)"`` at either moment changes nothing) and ``p3`` (a
+    group that fits no continued trial at 2,000 and some at 5,000: its labels at 5,000
+    against :data:`PREDICTIONS` by :func:`prediction_outcome`). :func:`phase_b_summary`
+    adds them up.
+
+    Args:
+        results_b: phase B's results (path, dict or ``None``: the shipped
+            ``alternatives_v2_B.json``), partial or whole.
+        results_a: phase A's (``None``: the shipped ``alternatives_v2.json``).
+        checkpoint: ``"best"`` (lowest held-out loss up to each moment) or ``"final"``
+            (the weights at step 2,000 and at step 5,000).
+
+    Returns:
+        One dict per group, with ``task``, ``scheme``, ``variant``, ``status`` (``"done"`` or
+        ``"not in the results yet"``), ``steps`` (the two moments), ``n`` (trials
+        continued), ``of`` (the group's trials in phase A), ``fit_a`` (:func:`fit_label`
+        over all of them in phase A, continued or not, at the same checkpoint; ``None``
+        without phase A's rows), ``predicted`` (:data:`PREDICTIONS`' entry); a done
+        group adds ``lrs``, ``replays_a`` and ``agrees`` (trial counts, :func:`phase_b_trials`), ``acc_1x_median`` and
+        ``acc_1x_max`` (over the continued trials, a pair), ``all`` and ``both`` (a pair of
+        summaries, one per moment; ``both`` is ``None`` where no trial fits at both),
+        ``n_both``, ``gained`` and ``lost`` (trials that fit at 5,000 and not at 2,000,
+        and the reverse), ``p1`` (``{"fit": (k, k), "outcome"}``: ``"gains a fitting
+        trial"`` or ``"gains none"`` where none fits at 2,000, else ``None``), ``p2``
+        (``{"changed", "outcome"}``: ``"changed"`` or ``"unchanged"``; ``None`` where no
+        trial fits at both) and ``p3`` (``{"predicted", "outcomes", "outcome"}``:
+        ``"confirmed"``, ``"refuted"`` or ``"open"``; ``None`` unless the group newly fits).
+
+    Example:
+        >>> t = phase_b_table()
+        >>> len(t), t[0]["scheme"], t[0]["steps"], t[0]["n"], t[0]["of"]
+        (48, 'none', (2000, 5000), 12, 12)
+    """
+    checkpoint = check_choice("checkpoint", checkpoint, ("best", "final"))
+    rows_b, rows_a, protocol_a, protocol_b = _phase_b_inputs(results_b, results_a)
+    trials = _phase_b_trials(rows_b, rows_a, protocol_a, protocol_b)
+    factors = tuple(protocol_a.eval_factors[1:])
+    finals_a: dict[tuple, list[Mapping]] = {}
+    kept_a: dict[tuple, list[Mapping]] = {}
+    for r in rows_a:
+        if r["checkpoint"] == "final":
+            finals_a.setdefault((r["task"], r["scheme"], r["variant"]), []).append(r)
+        if r["checkpoint"] == checkpoint:
+            kept_a.setdefault((r["task"], r["scheme"], r["variant"]), []).append(r)
+    planned = {g: len(phase_b_members(finals_a[g], g, loss_every=protocol_a.loss_every))
+               for g in PHASE_A_GROUPS if g in finals_a}
+    planned = {g: n for g, n in planned.items() if n}
+    by_group: dict[tuple, list[dict]] = {}
+    for t in trials:
+        by_group.setdefault((t["task"], t["scheme"], t["variant"]), []).append(t)
+    groups = [g for g in PHASE_A_GROUPS if g in planned or g in by_group]
+    steps = (protocol_a.steps, protocol_b.steps)
+    out = []
+    for group in groups:
+        task, scheme, variant = group
+        mine = by_group.get(group, [])
+        row: dict = {"task": task, "scheme": scheme, "variant": variant, "steps": steps,
+                     "n": len(mine) or planned.get(group, 0), "of": len(finals_a.get(group, ())),
+                     "predicted": PREDICTIONS.get(group),
+                     "fit_a": fit_label([r["acc_1x"] for r in kept_a[group]]) if group in kept_a else None}
+        if not mine:
+            out.append({**row, "status": "not in the results yet"})
+            continue
+        floors = task_floors(task, protocol_a)
+        fits = [[(t[checkpoint][i]["acc_1x"] or 0.0) >= FIT for i in (0, 1)] for t in mine]
+        both = [t for t, f in zip(mine, fits) if all(f)]
+        summary = [_unit_summary([t[checkpoint][i] for t in mine], floors, protocol_a.train_len, factors)
+                   for i in (0, 1)]
+        summary_both = [_unit_summary([t[checkpoint][i] for t in both], floors, protocol_a.train_len, factors)
+                        for i in (0, 1)] if both else None
+        k = (summary[0]["fit_k"], summary[1]["fit_k"])
+        acc = [[t[checkpoint][i]["acc_1x"] for t in mine if t[checkpoint][i]["acc_1x"] is not None] for i in (0, 1)]
+        row.update(acc_1x_median=tuple(float(np.median(a)) if a else math.nan for a in acc),
+                   acc_1x_max=tuple(max(a) if a else math.nan for a in acc))
+        row.update(status="done", lrs=sorted({t["lr"] for t in mine}), replays_a=sum(t["replays_a"] for t in mine),
+                   agrees=sum(t["agrees"] for t in mine), all=tuple(summary),
+                   both=None if summary_both is None else tuple(summary_both), n_both=len(both),
+                   gained=sum(f == [False, True] for f in fits), lost=sum(f == [True, False] for f in fits))
+        row["p1"] = {"fit": k, "outcome": None if k[0] else "gains a fitting trial" if k[1] else "gains none"}
+        if summary_both is None:
+            row["p2"] = None
+        else:
+            changed = [f"{f}x" for f in factors
+                       if _decided(summary_both[0][f"label_{f}x"]) and _decided(summary_both[1][f"label_{f}x"])
+                       and summary_both[0][f"label_{f}x"] != summary_both[1][f"label_{f}x"]]
+            row["p2"] = {"changed": changed, "outcome": "changed" if changed else "unchanged"}
+        row["p3"] = _newly_fitting(group, summary[1], factors) if k[0] == 0 and k[1] > 0 else None
+        out.append(row)
+    return out
+
+
+def phase_b_summary(table: Sequence[Mapping]) -> dict:
+    """The counts each of phase B's three predictions is judged on, and its verdict (holds, refuted or untested).
+
+    The thresholds are those written before the verdicts were read (``experiments/README.md``):
+
+    1. ``fit``: refuted if the continued trials that fit at 5,000 are not more than at
+       2,000, or if fewer than half of the groups none of whose continued trials fits at
+       2,000 gain one at 5,000.
+    2. ``labels``: refuted if more than a quarter of the groups with trials that fit at both
+       moments change a decided label (``p2`` of :func:`phase_b_table`); untested without
+       such a group.
+    3. ``newly fitting``: refuted if any group that newly fits has a decided label other than
+       the predicted one; holds if at least one such label is confirmed and none refuted;
+       untested otherwise (no such group, or every label open).
+
+    Returns:
+        ``{"groups", "planned", "complete", "trials", "prediction_1", "prediction_2",
+        "prediction_3"}``: ``groups`` done of ``planned``, ``trials`` continued in the done
+        groups; ``prediction_1`` has ``fit`` (trials that fit at each moment), ``gained``,
+        ``lost``, ``groups_none`` (the groups fitting no trial at 2,000), ``groups_gaining``
+        and ``verdict``; ``prediction_2`` has ``groups`` (with trials fitting at both
+        moments), ``changed`` (the groups that change a decided label, with the factors)
+        and ``verdict``; ``prediction_3`` has ``groups`` (each newly fitting group with its
+        outcomes) and ``verdict``. Groups are ``(task, scheme, variant)``.
+
+    Example:
+        >>> s = phase_b_summary(phase_b_table())
+        >>> s["planned"], sorted(s["prediction_1"])
+        (48, ['fit', 'gained', 'groups_gaining', 'groups_none', 'lost', 'verdict'])
+    """
+    rows = check_rows("table", table, ("task", "scheme", "variant", "status"))
+    done = [r for r in rows if r["status"] == "done"]
+    check_rows("table (done groups)", done, ("n", "all", "n_both", "gained", "lost", "p1", "p2", "p3"), nonempty=False)
+
+    def name(r):
+        return r["task"], r["scheme"], r["variant"]
+
+    k = (sum(r["p1"]["fit"][0] for r in done), sum(r["p1"]["fit"][1] for r in done))
+    none = [name(r) for r in done if r["p1"]["outcome"] is not None]
+    gaining = [name(r) for r in done if r["p1"]["outcome"] == "gains a fitting trial"]
+    v1 = "untested" if not done else "refuted" if k[1] <= k[0] or 2 * len(gaining) < len(none) else "holds"
+    with_both = [r for r in done if r["p2"] is not None]
+    changed = [(*name(r), r["p2"]["changed"]) for r in with_both if r["p2"]["outcome"] == "changed"]
+    v2 = "untested" if not with_both else "refuted" if 4 * len(changed) > len(with_both) else "holds"
+    newly = [(*name(r), r["p3"]) for r in done if r["p3"] is not None]
+    outcomes = {o for *_, p in newly for o in p["outcomes"].values()}
+    v3 = "refuted" if "refuted" in outcomes else "holds" if "confirmed" in outcomes else "untested"
+    return {"groups": len(done), "planned": len(rows), "complete": len(done) == len(rows),
+            "trials": sum(r["n"] for r in done),
+            "prediction_1": {"fit": k, "gained": sum(r["gained"] for r in done), "lost": sum(r["lost"] for r in done),
+                             "groups_none": none, "groups_gaining": gaining, "verdict": v1},
+            "prediction_2": {"groups": [name(r) for r in with_both], "changed": changed, "verdict": v2},
+            "prediction_3": {"groups": newly, "verdict": v3}}
+
+
+def _short_label(label: str) -> str:
+    """``"uncertain (degrades)"`` → ``"degrades?"``, ``"not fit"`` → ``"–"``."""
+    if label.startswith("uncertain ("):
+        return label[len("uncertain ("):-1] + "?"
+    return "\u2013" if label in ("not fit", "cannot run") else label
+
+
+def _label_pair(pair: Sequence[Mapping] | None, f: int, *, compact: bool) -> str:
+    if pair is None:
+        return "\u2013"
+    if compact:
+        return " \u2192 ".join(_short_label(s[f"label_{f}x"]) for s in pair)
+    return " \u2192 ".join(s[f"label_{f}x"] + (f" {s[f'held_{f}x']}/{s[f'n_{f}x']}" if s[f"n_{f}x"] else "")
+                           for s in pair)
+
+
+def _horizon_pair(pair: Sequence[Mapping] | None) -> str:
+    if pair is None or all(math.isnan(s["horizon"]) for s in pair):
+        return "\u2013"
+    return " \u2192 ".join("\u2013" if math.isnan(s["horizon"]) else f"{s['horizon']:.0f}" for s in pair)
+
+
+def _phase_b_notes(r: Mapping, *, compact: bool) -> str:
+    notes = []
+    if r["p1"]["outcome"] is not None:
+        highest = f" (highest {r['acc_1x_max'][1]:.2f})"
+        notes.append(("gains a fitting trial" if r["p1"]["outcome"] != "gains none" else "still none fits" + highest)
+                     if compact else f"1: {r['p1']['outcome']}")
+    if r["p2"] is not None and (r["p2"]["outcome"] == "changed" or not compact):
+        factors = ", ".join(r["p2"]["changed"])
+        if compact:
+            notes.append(f"label changes at {factors}")
+        else:
+            notes.append(f"2: {r['p2']['outcome']}" + (f" ({factors})" if factors else ""))
+    if r["p3"] is not None:
+        outcomes = ", ".join(f"{k[7:]} {v}" for k, v in r["p3"]["outcomes"].items())
+        notes.append(f"newly fits: {outcomes}" if compact else f"3: {outcomes}")
+    return "; ".join(notes)
+
+
+def format_phase_b_table(table: Sequence[Mapping], *, compact: bool = False) -> str:
+    """A Markdown table of :func:`phase_b_table`: each group's continued trials at 2,000 → 5,000 steps.
+
+    Columns: task; scheme and variant; the trials continued of the group's trials; fit
+    ``k/n`` with its Wilson interval at each moment; the median (and highest) accuracy in
+    distribution of the continued trials; the 2x and 4x labels over all the
+    continued trials with the trials that hold of those that fit; how many fit at both
+    moments, and their 2x and 4x labels and median horizon on the 4x curve; the
+    predictions' outcomes for the group (``1``: none fit at 2,000 and one does, or not, at
+    5,000; ``2``: the labels of the trials that fit at both moments, unchanged or changed;
+    ``3``: a newly fitting group's labels against the prediction). ``compact`` keeps the
+    task (named once), the scheme, fit ``k/n``, the 2x and 4x labels of all the continued
+    trials in short (``"degrades?"`` for ``"uncertain (degrades)"``, ``–`` where none
+    fits), the median horizon and a note where a prediction is tested by a change: a
+    group that still fits none (with its highest accuracy in distribution at 5,000),
+    gains a fitting trial, changes a decided label, or newly fits. Pass a subset of the
+    table's rows to show only those groups; a group not in the results reads so.
+
+    Example:
+        >>> print(format_phase_b_table(phase_b_table(), compact=True).splitlines()[2])
+        | offset copy | NoPE | 0/12 → 0/12 | – → – | – → – | – | still none fits (highest 0.67) |
+    """
+    from .tables import markdown_table
+
+    rows = check_rows("table", table, ("task", "scheme", "variant", "status", "steps", "n", "of"))
+    if not isinstance(compact, bool):
+        raise TypeError(f"compact must be a bool, got {type(compact).__name__}")
+    body = []
+    last = None
+    for r in rows:
+        task = r["task"].replace("_", " ")
+        scheme = SCHEME_NAMES.get(r["scheme"], r["scheme"])
+        done = r["status"] == "done"
+        if compact:
+            body.append(["" if task == last else task, scheme + _SHORT_WHERE.get(r["variant"], f", {r['variant']}")]
+                        + ([" \u2192 ".join(s["fit"] for s in r["all"]), _label_pair(r["all"], 2, compact=True),
+                            _label_pair(r["all"], 4, compact=True), _horizon_pair(r["all"]),
+                            _phase_b_notes(r, compact=True)] if done else ["\u2013"] * 4 + [r["status"]]))
+            last = task
+            continue
+        head = [task, f"{scheme}, {_WHERE.get(r['variant'], r['variant'])}", f"{r['n']}/{r['of']}"]
+        if not done:
+            body.append(head + [r["status"]] + [""] * 8)
+            continue
+        body.append(head + [
+            " \u2192 ".join(s["fit"] + _interval_text(s["fit_interval"]) for s in r["all"]),
+            " \u2192 ".join(f"{m:.2f} ({x:.2f})" for m, x in zip(r["acc_1x_median"], r["acc_1x_max"])),
+            _label_pair(r["all"], 2, compact=False), _label_pair(r["all"], 4, compact=False), str(r["n_both"]),
+            _label_pair(r["both"], 2, compact=False), _label_pair(r["both"], 4, compact=False),
+            _horizon_pair(r["both"]), _phase_b_notes(r, compact=False)])
+    early, late = (f"{s:,}" for s in rows[0]["steps"])
+    if compact:
+        return markdown_table(["task", "scheme", f"fit {early} → {late}", "2x", "4x", "horizon", "note"], body)
+    header = ["task", "scheme", "continued", f"fit {early} → {late}", "acc 1x, median (max)", "2x, all", "4x, all",
+              "fit at both",
+              "2x, both", "4x, both", "horizon, both", "predictions"]
+    return markdown_table(header, body)
+
+
+def plot_phase_b_group(axes, results_b: object, task: str, scheme: str, variant: str) -> dict:
+    """One phase-B group's trials to 5,000 steps: ``acc_1x`` (left) and ``beyond_4x`` (right) against training step.
+
+    One line per continued trial (coloured by learning rate) from its trajectory rows; a
+    vertical line at phase A's budget (2,000 steps), where the comparison's first moment
+    lies; the fit threshold :data:`FIT` (left) and the task's floor beyond 4x (right,
+    :func:`task_floors`) dotted. Returns ``{"trials": [(seed, lr)], "missing": str |
+    None, "titles"}`` (``missing`` says why nothing is drawn).
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> fig, axes = plt.subplots(1, 2)
+        >>> plot_phase_b_group(axes, None, "fixed_retrieve", "t5", "plain")["trials"][:2]
+        [(0, 0.001), (1, 0.001)]
+        >>> plt.close(fig)
+    """
+    if not isinstance(axes, (Sequence, np.ndarray)) or len(axes) != 2:
+        raise TypeError(f"axes must be two matplotlib Axes (acc_1x, beyond_4x), got {axes!r}")
+    left, right = check_axes("axes[0]", axes[0]), check_axes("axes[1]", axes[1])
+    task = check_choice("task", task, ALL_TASKS)
+    scheme = check_choice("scheme", scheme, GRID_SCHEMES)
+    variant = check_choice("variant", variant, VARIANTS)
+    data = _results_arg("results_b", results_b, "alternatives_v2_B.json")
+    rows = [r for r in data["rows"] if isinstance(r, Mapping) and r.get("phase") == "B"
+            and r.get("checkpoint") == "trajectory"
+            and (r.get("task"), r.get("scheme"), r.get("variant")) == (task, scheme, variant)]
+    check_rows("results_b rows", rows, ("seed", "lr", "steps", "acc_1x", "beyond_4x"), nonempty=False)
+    name = f"{task.replace('_', ' ')}, {SCHEME_NAMES[scheme]}, {_WHERE[variant]}"
+    if not rows:
+        msg = f"{name}: not in phase B's results"
+        for ax in (left, right):
+            _note(ax, msg)
+        return {"trials": [], "missing": msg, "titles": []}
+    trials: dict[tuple, list[Mapping]] = {}
+    for r in sorted(rows, key=lambda r: (r["lr"], r["seed"], r["steps"])):
+        trials.setdefault((r["seed"], r["lr"]), []).append(r)
+    lrs = sorted({lr for _, lr in trials})
+    colors = {lr: f"C{i}" for i, lr in enumerate(lrs)}
+    early = GridProtocol().steps
+    for ax, key in ((left, "acc_1x"), (right, "beyond_4x")):
+        for (seed, lr), t in trials.items():
+            ax.plot([r["steps"] for r in t], [math.nan if r[key] is None else r[key] for r in t], color=colors[lr],
+                    linewidth=0.9, alpha=0.8)
+        ax.axvline(early, color="gray", linewidth=0.8, linestyle="--")
+        ax.set_xlabel("training step")
+        ax.set_ylim(-0.02, 1.05)
+    left.axhline(FIT, color="black", linewidth=0.8, linestyle=":")
+    right.axhline(task_floors(task)["beyond_4x"], color="black", linewidth=0.8, linestyle=":")
+    left.set_ylabel("accuracy in distribution")
+    right.set_ylabel("accuracy beyond L at 4x")
+    for lr in lrs:
+        left.plot([], [], color=colors[lr], label=f"lr {lr:g}")
+    left.legend(fontsize=9, loc="lower right")
+    titles = [f"{name}: {len(trials)} trials in distribution (dotted: fit at {FIT:g})",
+              f"beyond L at 4x (dotted: the floor; dashed: step {early:,})"]
+    _title(left, titles[0])
+    _title(right, titles[1])
+    return {"trials": sorted(trials, key=lambda k: (k[1], k[0])), "missing": None, "titles": titles}
+
+
+__all__ += ["format_phase_b_table", "phase_b_summary", "phase_b_table", "phase_b_trials", "plot_phase_b_group"]
