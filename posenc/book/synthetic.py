@@ -1560,9 +1560,13 @@ def randomized_spacing(lengths: Sequence[int], max_len: int = 256) -> np.ndarray
         [15.1, 7.8, 4.0]
     """
     n = as_finite_array("lengths", lengths, ndim=1)
+    max_len = check_int("max_len", max_len)
     if (n < 1).any():
         raise ValueError("lengths must be positive")
-    return (check_int("max_len", max_len) + 1) / (n + 1)
+    if (n > max_len).any():
+        raise ValueError(f"lengths must be at most max_len = {max_len} (n distinct positions from 0 .. max_len - 1); "
+                         f"got {n.max():g}")
+    return (max_len + 1) / (n + 1)
 
 
 def bos_feature_gap(positions: Sequence[int], offset: int = 1) -> np.ndarray:
@@ -2327,8 +2331,15 @@ def _protocol_or_default(protocol: GridProtocol | None) -> GridProtocol:
     return protocol
 
 
+_PHASE_KEYS = frozenset({"length_rule", "rule", "ablations", "seeds_c", "seeds_d"})
+
+
 def grid_protocol(results: object) -> GridProtocol:
     """The :class:`GridProtocol` a results file was run with (its stored ``config``; the defaults if it has none).
+
+    Works for every phase's file: the keys that describe a phase's rule rather than a
+    setting (``length_rule``, ``rule``, ``ablations``, and the extra seeds ``seeds_c`` and
+    ``seeds_d`` of phases C and D) are left out.
 
     Example:
         >>> grid_protocol({"rows": [], "config": {"train_len": 16, "n_heads": 4, "d_model": 32}}).d_model // 4
@@ -2341,7 +2352,8 @@ def grid_protocol(results: object) -> GridProtocol:
     if not isinstance(config, Mapping):
         raise TypeError(f"results['config'] must be a dict of GridProtocol settings, got {type(config).__name__}")
     try:
-        protocol = GridProtocol.from_dict({k: v for k, v in config.items() if k != "length_rule"})
+        # the phases' own keys (the length rule, phase B/C's selection rule, phase D's ablations) are not settings
+        protocol = GridProtocol.from_dict({k: v for k, v in config.items() if k not in _PHASE_KEYS})
         protocol.validate()
     except (TypeError, ValueError) as err:
         raise ValueError(f"results['config'] is not a GridProtocol: {err}") from None

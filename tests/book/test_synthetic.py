@@ -373,6 +373,8 @@ def test_mechanisms_known_values():
     sim = S.sinusoidal_novelty()
     assert sim[:16].min() == pytest.approx(1.0) and sim[16:].max() < 1.0
     assert S.randomized_spacing([16])[0] == pytest.approx(257 / 17)
+    with pytest.raises(ValueError, match="max_len"):
+        S.randomized_spacing([300])  # more distinct positions than 0 .. 255 holds
     gap = S.bos_feature_gap([10, 20, 40], 3)
     assert (np.diff(gap) < 0).all()
     with pytest.raises(ValueError, match="positions"):

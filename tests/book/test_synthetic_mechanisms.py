@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from posenc.book import synthetic as S
+from posenc.book.resources import resource_path
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,14 @@ def test_grid_protocol_reads_the_stored_config(grid):
         S.grid_protocol({"rows": [], "config": [16]})
     with pytest.raises(TypeError, match="source"):
         S.grid_protocol(42)
+
+
+@pytest.mark.parametrize("name, steps", [("alternatives_v2_B.json", 5000), ("alternatives_v2_C.json", 2000),
+                                         ("alternatives_v2_D.json", 2000)])
+def test_grid_protocol_reads_every_phase_file(name, steps):
+    # each phase stores its own rule (and C/D their extra seeds) beside the settings
+    p = S.grid_protocol(resource_path(name))
+    assert p.steps == steps and p.d_model == S.GridProtocol().d_model and p.lrs == S.GridProtocol().lrs
 
 
 # --------------------------------------------------------------------------- RoPE's aliases
