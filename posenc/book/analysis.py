@@ -827,8 +827,8 @@ def reading_time(notebook: str | os.PathLike) -> dict[str, dict[str, float]]:
     heading of the same or a higher level) and ``exercises`` (from the ``## Exercises``
     heading on). Prose words are the whitespace-separated words of the markdown cells,
     without MyST directive lines, labels and figure alt texts; code lines are the
-    non-blank lines of the code cells a reader sees (cells tagged ``remove-cell`` or
-    ``hide-input`` are not counted). Minutes assume :data:`PROSE_WORDS_PER_MINUTE` words of
+    non-blank lines of the code cells a reader sees (cells tagged ``remove-cell``,
+    ``remove-input`` or ``hide-input`` are not counted). Minutes assume :data:`PROSE_WORDS_PER_MINUTE` words of
     technical prose (figures included) and :data:`CODE_LINES_PER_MINUTE` lines of code a
     minute: an estimate for a careful first reading, not a measurement of readers.
 
@@ -863,7 +863,7 @@ def reading_time(notebook: str | os.PathLike) -> dict[str, dict[str, float]]:
         text = "".join(cell.get("source", []))
         if cell.get("cell_type") == "code":
             tags = cell.get("metadata", {}).get("tags", [])
-            if "remove-cell" in tags or "hide-input" in tags:
+            if {"remove-cell", "remove-input", "hide-input"} & set(tags):
                 continue
             part = "exercises" if exercises else "optional" if (h2_optional or h3_optional) else "core"
             parts[part]["code_lines"] += sum(1 for line in text.splitlines() if line.strip())
