@@ -3569,17 +3569,6 @@ def _trial_key(r: Mapping) -> tuple:
 _PHASE_B_FIELDS = ("task", "scheme", "variant", "seed", "lr", "checkpoint", "steps", "acc_1x", "heldout_loss")
 
 
-def _phase_protocol(results: Mapping) -> GridProtocol:
-    """:func:`grid_protocol` of a later phase's file, whose config also states its rule."""
-    import dataclasses
-
-    config = results["config"]
-    if not isinstance(config, Mapping):
-        raise TypeError(f"results['config'] must be a dict of GridProtocol settings, got {type(config).__name__}")
-    names = {f.name for f in dataclasses.fields(GridProtocol)}
-    return grid_protocol({"rows": [], "config": {k: v for k, v in config.items() if k in names}})
-
-
 def _phase_b_inputs(results_b: object, results_a: object) -> tuple[list[dict], list[dict], GridProtocol, GridProtocol]:
     """Phase B's and phase A's rows, checked, and the two protocols (phase A's budget is the early moment)."""
     b = _results_arg("results_b", results_b, "alternatives_v2_B.json")
@@ -3593,7 +3582,7 @@ def _phase_b_inputs(results_b: object, results_a: object) -> tuple[list[dict], l
     check_rows("results_b rows", rows_b, _PHASE_B_FIELDS, nonempty=False)
     check_rows("results_a rows", rows_a, _PHASE_B_FIELDS, nonempty=False)
     protocol_a = grid_protocol(a) if a.get("config") else GridProtocol()
-    protocol_b = _phase_protocol(b) if b.get("config") else GridProtocol(steps=PHASE_B_STEPS)
+    protocol_b = grid_protocol(b) if b.get("config") else GridProtocol(steps=PHASE_B_STEPS)
     if protocol_b.steps <= protocol_a.steps:
         raise ValueError(f"results_b must run past phase A's {protocol_a.steps} steps, "
                          f"its protocol says {protocol_b.steps}")
@@ -3820,6 +3809,10 @@ def phase_b_table(results_b: object = None, results_a: object = None, *, checkpo
     return out
 
 
+#: A group that fits no trial at 5,000 steps is still climbing when its median accuracy in distribution rose by this much.
+PHASE_B_CLIMB = 0.1
+
+
 def phase_b_summary(table: Sequence[Mapping]) -> dict:
     """The counts each of phase B's three predictions is judged on, and its verdict (holds, refuted or untested).
 
@@ -3839,8 +3832,12 @@ def phase_b_summary(table: Sequence[Mapping]) -> dict:
         ``{"groups", "planned", "complete", "trials", "prediction_1", "prediction_2",
         "prediction_3"}``: ``groups`` done of ``planned``, ``trials`` continued in the done
         groups; ``prediction_1`` has ``fit`` (trials that fit at each moment), ``gained``,
-        ``lost``, ``groups_none`` (the groups fitting no trial at 2,000), ``groups_gaining``
-        and ``verdict``; ``prediction_2`` has ``groups`` (with trials fitting at both
+        ``lost``, ``groups_none`` (the groups fitting no trial at 2,000), ``groups_gaining``,
+        ``groups_still`` (those of ``groups_none`` that fit none at 5,000 either),
+        ``groups_climbing`` (those of ``groups_still`` whose median accuracy in distribution
+        rose by at least :data:`PHASE_B_CLIMB`: still learning, not stuck), ``closest`` (the
+        one of ``groups_still`` whose best trial comes nearest the bar, or None) and
+        ``verdict``; ``prediction_2`` has ``groups`` (with trials fitting at both
         moments), ``changed`` (the groups that change a decided label, with the factors)
         and ``verdict``; ``prediction_3`` has ``groups`` (each newly fitting group with its
         outcomes) and ``verdict``. Groups are ``(task, scheme, variant)``.
@@ -3848,11 +3845,12 @@ def phase_b_summary(table: Sequence[Mapping]) -> dict:
     Example:
         >>> s = phase_b_summary(phase_b_table())
         >>> s["planned"], sorted(s["prediction_1"])
-        (48, ['fit', 'gained', 'groups_gaining', 'groups_none', 'lost', 'verdict'])
+        (48, ['closest', 'fit', 'gained', 'groups_climbing', 'groups_gaining', 'groups_none', 'groups_still', 'lost', 'verdict'])
     """
     rows = check_rows("table", table, ("task", "scheme", "variant", "status"))
     done = [r for r in rows if r["status"] == "done"]
-    check_rows("table (done groups)", done, ("n", "all", "n_both", "gained", "lost", "p1", "p2", "p3"), nonempty=False)
+    check_rows("table (done groups)", done, ("n", "all", "n_both", "gained", "lost", "p1", "p2", "p3", "acc_1x_median",
+                                             "acc_1x_max"), nonempty=False)
 
     def name(r):
         return r["task"], r["scheme"], r["variant"]
@@ -3861,6 +3859,11 @@ def phase_b_summary(table: Sequence[Mapping]) -> dict:
     none = [name(r) for r in done if r["p1"]["outcome"] is not None]
     gaining = [name(r) for r in done if r["p1"]["outcome"] == "gains a fitting trial"]
     v1 = "untested" if not done else "refuted" if k[1] <= k[0] or 2 * len(gaining) < len(none) else "holds"
+    by_name = {name(r): r for r in done}
+    still = [g for g in none if g not in gaining]
+    climbing = [g for g in still
+                if by_name[g]["acc_1x_median"][1] - by_name[g]["acc_1x_median"][0] >= PHASE_B_CLIMB]
+    closest = max(still, key=lambda g: by_name[g]["acc_1x_max"][1]) if still else None
     with_both = [r for r in done if r["p2"] is not None]
     changed = [(*name(r), r["p2"]["changed"]) for r in with_both if r["p2"]["outcome"] == "changed"]
     v2 = "untested" if not with_both else "refuted" if 4 * len(changed) > len(with_both) else "holds"
@@ -3870,7 +3873,8 @@ def phase_b_summary(table: Sequence[Mapping]) -> dict:
     return {"groups": len(done), "planned": len(rows), "complete": len(done) == len(rows),
             "trials": sum(r["n"] for r in done),
             "prediction_1": {"fit": k, "gained": sum(r["gained"] for r in done), "lost": sum(r["lost"] for r in done),
-                             "groups_none": none, "groups_gaining": gaining, "verdict": v1},
+                             "groups_none": none, "groups_gaining": gaining, "groups_still": still,
+                             "groups_climbing": climbing, "closest": closest, "verdict": v1},
             "prediction_2": {"groups": [name(r) for r in with_both], "changed": changed, "verdict": v2},
             "prediction_3": {"groups": newly, "verdict": v3}}
 

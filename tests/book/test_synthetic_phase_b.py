@@ -205,7 +205,7 @@ def _summary_row(group, k, *, p2=None, p3=None):
     outcome = None if k[0] else "gains a fitting trial" if k[1] else "gains none"
     return {"task": group[0], "scheme": group[1], "variant": group[2], "status": "done", "n": 4, "all": (),
             "n_both": 0, "gained": max(0, k[1] - k[0]), "lost": 0, "p1": {"fit": k, "outcome": outcome},
-            "p2": p2, "p3": p3}
+            "p2": p2, "p3": p3, "acc_1x_median": (0.5, 0.6), "acc_1x_max": (0.6, 0.7)}
 
 
 def test_summary_thresholds():
@@ -358,3 +358,17 @@ def test_shipped_groups_are_phase_b_members(shipped):
     s = S.phase_b_summary(table)
     assert s["planned"] == 48 and s["groups"] == len(done)
     assert all(math.isfinite(x) for x in s["prediction_1"]["fit"])
+
+
+def test_phase_b_summary_names_the_groups_still_climbing():
+    # two groups fit nothing at 2,000 or 5,000: one climbs by 0.2 in median, one by 0.05
+    base = {"status": "done", "n": 1, "n_both": 0, "gained": 0, "lost": 0, "p2": None, "p3": None,
+            "p1": {"fit": (0, 0), "outcome": "gains none"}, "all": None}
+    table = [{**base, "task": "offset_copy", "scheme": "alibi", "variant": "plain",
+              "acc_1x_median": (0.6, 0.8), "acc_1x_max": (0.7, 0.9)},
+             {**base, "task": "offset_copy", "scheme": "none", "variant": "plain",
+              "acc_1x_median": (0.5, 0.55), "acc_1x_max": (0.6, 0.93)}]
+    p1 = S.phase_b_summary(table)["prediction_1"]
+    assert p1["groups_still"] == [("offset_copy", "alibi", "plain"), ("offset_copy", "none", "plain")]
+    assert p1["groups_climbing"] == [("offset_copy", "alibi", "plain")]
+    assert p1["closest"] == ("offset_copy", "none", "plain")

@@ -671,6 +671,9 @@ def test_phase_b_groups_that_fit_none_are_still_learning():
     assert f"{near['acc_1x_median'][0]:.2f}" == "0.74" and f"{near['acc_1x_median'][1]:.2f}" == "0.91"
     assert _glued("longer-closest-max") == f"{near['acc_1x_max'][1]:.2f}" == "0.94"
     assert near["acc_1x_max"][1] < synthetic.FIT
+    # the library's reading (phase_b_summary) is the one recomputed here
+    assert p1["groups_still"] == still and p1["closest"] == closest
+    assert p1["groups_climbing"] == [g for g, (a, b) in zip(still, medians) if b - a >= 0.1]
 
 
 def test_phase_b_prose_states_its_point():
